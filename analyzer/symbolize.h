@@ -1,0 +1,49 @@
+/* symbolize.h - turns recorded addresses into function, file:line and module */
+#ifndef HT_SYMBOLIZE_H
+#define HT_SYMBOLIZE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "dump.h"
+
+/*
+ * Uses elfutils libdwfl: each module of the dump is reported at its recorded
+ * load bias; DWARF (also from separate debug files found by build-id) gives
+ * file:line and inline frames, the ELF symbol table gives the function when
+ * there is no DWARF.  C++ names are demangled.  A module whose file on disk
+ * has another build-id than the one recorded is not read: its frames show
+ * module+offset and sym_warnings() says so once per module.
+ *
+ * Results are cached per address; strings live until sym_free().
+ */
+
+struct sym_frame {
+	const char *function;	/* NULL when unknown */
+	const char *file;	/* NULL when unknown */
+	int line;		/* 0 when unknown */
+	const char *module;	/* path of the module, NULL when none */
+	uint64_t offset;	/* address relative to the module */
+	uint64_t ip;
+	int inlined;		/* 1 for a frame inlined into the next one */
+};
+
+struct symbolizer;
+
+struct symbolizer *sym_new(const struct dump *d);
+void sym_free(struct symbolizer *s);
+
+/*
+ * The frames one captured address stands for, innermost (inlined) first.
+ * Always at least one.  Return addresses are looked up at ip - 1.
+ */
+size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
+		   const struct sym_frame **out);
+
+/* Warnings collected so far (build-id mismatches, missing files), or NULL. */
+const char *sym_warnings(const struct symbolizer *s);
+
+/* "heaptrail: warning: ..." lines to stderr, once. */
+void sym_print_warnings(struct symbolizer *s);
+
+#endif
