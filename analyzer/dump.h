@@ -17,8 +17,8 @@
  *
  * A realloc is delivered as two events: DUMP_FREE of the old block (api
  * HTR_API_REALLOC) at the time before the call, then DUMP_ALLOC of the new
- * block (api HTR_API_REALLOC, 'old_ptr' and 'old_size' unset: the replay
- * fills old_size) at the time after.
+ * block (api HTR_API_REALLOC, 'old_ptr' = the old block; the replay knows
+ * its size) at the time after.
  *
  * Errors: dump_open() returns NULL and fills 'err' with one readable line for
  * a missing, foreign or unreadable file.  dump_next() returns 1 for an event,

@@ -19,6 +19,9 @@
  * varint length followed by that many bytes (no terminating NUL), "bytes" the
  * same for binary data.
  *
+ * The first record of the first frame is the HTR_REC_PROCESS record; a dump
+ * holds exactly one.
+ *
  * Times are nanoseconds of CLOCK_MONOTONIC since the process record's
  * start_mono_ns ("dump time").
  *
@@ -93,7 +96,10 @@ enum htr_rec {
 	 * base_time, each next one to the previous event.  Pointers are
 	 * zigzag deltas from the previous pointer in the same chunk (the first
 	 * from 0).  Per-thread state (current client) carries over from the
-	 * thread's previous chunk.
+	 * thread's previous chunk; THREAD_EXIT resets it (a tid may be
+	 * reused).  HTR_EV_STACK carries no time: it defines a stack for the
+	 * events after it and is resolved against the modules loaded at the
+	 * time of the next timed event of its chunk.
 	 */
 	HTR_REC_CHUNK = 4,
 	/*
@@ -118,7 +124,9 @@ enum htr_rec {
 	/*
 	 * time, scan kind (0 = at exit, 1 = live snapshot), nblocks,
 	 * nblocks x (ptr delta s from the previous ptr, class enum htr_reach):
-	 * the result of a reachability scan, listing every live block.
+	 * the result of a reachability scan, listing every live block.  A scan
+	 * too large for one frame is written as several REACH records with the
+	 * same time and kind; together they list every live block.
 	 */
 	HTR_REC_REACH = 10,
 };
@@ -133,6 +141,8 @@ enum htr_ev {
 	 * dt (time before the call), dt2 (time after, relative to dt),
 	 * old ptr s, new ptr s (relative to old), size, usable_extra, stack_id:
 	 * old was freed at the first time and new allocated at the second.
+	 * The next event's dt is relative to the second time and its pointer
+	 * delta to the new pointer.
 	 * realloc(NULL, n) is written as HTR_EV_ALLOC and a realloc(p, 0)
 	 * that frees as HTR_EV_FREE, both with api HTR_API_REALLOC.
 	 */
