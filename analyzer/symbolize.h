@@ -46,4 +46,20 @@ const char *sym_warnings(const struct symbolizer *s);
 /* "heaptrail: warning: ..." lines to stderr, once. */
 void sym_print_warnings(struct symbolizer *s);
 
+/*
+ * Per-stack memo kept with the symbolizer for site.c, so that a site's top
+ * frame and label are worked out once and live exactly as long as the frames
+ * they point into.  Zeroed on first use; 'label' (malloc'd by the caller) is
+ * freed by sym_free().  NULL when out of memory.
+ */
+struct sym_memo {
+	int done;
+	uint32_t top_index;	/* frame of the stack holding the top frame */
+	uint32_t top_sub;	/* its position among that frame's inline frames */
+	const struct sym_frame *top;
+	char *label;
+};
+
+struct sym_memo *sym_memo(struct symbolizer *s, uint32_t stack);
+
 #endif

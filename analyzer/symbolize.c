@@ -1,0 +1,506 @@
+/* symbolize.c - turns recorded addresses into function, file:line and module */
+#include <dwarf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <libelf.h>
+#include <uthash.h>
+
+#include "symbolize.h"
+
+/*
+ * Every module gets a Dwfl of its own, opened the first time one of its
+ * frames is printed.  Modules loaded at different times may have occupied
+ * the same addresses (dlclose, then dlopen of another library), so a single
+ * address space cannot tell them apart; the reader already resolved each
+ * frame to a module index and an offset, and that pair is what we look up.
+ * Inside its own Dwfl a module is still reported at its recorded load bias,
+ * so addresses in libdwfl mean what they meant in the traced process.
+ *
+ * All captured addresses are return addresses (the malloc call's and its
+ * callers'), so the lookup is at ip - 1: the call instruction, whose line
+ * is the call's line even when the call is the last thing in a function.
+ */
+
+/* libstdc++'s demangler; declared here so that no C++ header is needed. */
+char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
+
+enum { MOD_UNOPENED, MOD_OK, MOD_UNUSABLE };
+
+struct symmod {
+	int state;
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	const char *path;	/* interned */
+	uint64_t bias;
+};
+
+/* Cache key: module index and offset, or -1 and the raw ip. */
+struct symkey {
+	int64_t module;
+	uint64_t offset;
+};
+
+struct symentry {
+	struct symkey key;
+	UT_hash_handle hh;
+	size_t n;
+	struct sym_frame *frames;
+};
+
+struct strent {
+	UT_hash_handle hh;
+	char s[];
+};
+
+struct memoent {
+	uint32_t stack;
+	UT_hash_handle hh;
+	struct sym_memo memo;
+};
+
+struct symbolizer {
+	const struct dump *dump;
+	struct symmod *mods;
+	size_t nmods;
+	struct symentry *cache;
+	struct strent *strings;
+	struct memoent *memos;
+	char *warn;		/* "heaptrail: warning: ...\n" lines */
+	size_t warn_len, warn_cap, warn_printed;
+	/* Scratch for building one address's frames. */
+	struct sym_frame *tmp;
+	size_t tmp_n, tmp_cap;
+};
+
+/*
+ * libdwfl searches separate debug files by build-id under
+ * /usr/lib/debug/.build-id and by .gnu_debuglink next to the file and under
+ * /usr/lib/debug (a NULL path means that default).
+ */
+static char *debuginfo_path;
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+/* Strings live until sym_free(); equal strings are stored once. */
+static const char *intern(struct symbolizer *s, const char *str)
+{
+	struct strent *e;
+	size_t len;
+
+	if (!str)
+		return NULL;
+	len = strlen(str);
+	HASH_FIND(hh, s->strings, str, len, e);
+	if (e)
+		return e->s;
+	e = malloc(sizeof(*e) + len + 1);
+	if (!e)
+		return NULL;
+	memcpy(e->s, str, len + 1);
+	HASH_ADD_KEYPTR(hh, s->strings, e->s, len, e);
+	return e->s;
+}
+
+static void add_warning(struct symbolizer *s, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	if (s->warn_len + n + 2 > s->warn_cap) {
+		size_t cap = s->warn_cap ? s->warn_cap * 2 : 512;
+		char *w;
+
+		while (cap < s->warn_len + n + 2)
+			cap *= 2;
+		w = realloc(s->warn, cap);
+		if (!w)
+			return;
+		s->warn = w;
+		s->warn_cap = cap;
+	}
+	memcpy(s->warn + s->warn_len, line, n);
+	s->warn_len += n;
+	s->warn[s->warn_len++] = '\n';
+	s->warn[s->warn_len] = '\0';
+}
+
+struct symbolizer *sym_new(const struct dump *d)
+{
+	struct symbolizer *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->dump = d;
+	elf_version(EV_CURRENT);
+	/*
+	 * libdwfl falls back to debuginfod servers when DEBUGINFOD_URLS is
+	 * set; without network every module then waits for a timeout.  The
+	 * analyzer works offline unless the user asks for it.
+	 */
+	if (!getenv("HEAPTRAIL_DEBUGINFOD"))
+		unsetenv("DEBUGINFOD_URLS");
+	return s;
+}
+
+void sym_free(struct symbolizer *s)
+{
+	struct symentry *e, *et;
+	struct strent *t, *tt;
+	struct memoent *m, *mt;
+
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i].dwfl)
+			dwfl_end(s->mods[i].dwfl);
+	free(s->mods);
+	HASH_ITER(hh, s->cache, e, et) {
+		HASH_DEL(s->cache, e);
+		free(e->frames);
+		free(e);
+	}
+	HASH_ITER(hh, s->strings, t, tt) {
+		HASH_DEL(s->strings, t);
+		free(t);
+	}
+	HASH_ITER(hh, s->memos, m, mt) {
+		HASH_DEL(s->memos, m);
+		free(m->memo.label);
+		free(m);
+	}
+	free(s->warn);
+	free(s->tmp);
+	free(s);
+}
+
+const char *sym_warnings(const struct symbolizer *s)
+{
+	return s && s->warn_len ? s->warn : NULL;
+}
+
+void sym_print_warnings(struct symbolizer *s)
+{
+	if (!s || s->warn_printed >= s->warn_len)
+		return;
+	fputs(s->warn + s->warn_printed, stderr);
+	s->warn_printed = s->warn_len;
+}
+
+struct sym_memo *sym_memo(struct symbolizer *s, uint32_t stack)
+{
+	struct memoent *m;
+
+	HASH_FIND(hh, s->memos, &stack, sizeof(stack), m);
+	if (m)
+		return &m->memo;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->stack = stack;
+	HASH_ADD(hh, s->memos, stack, sizeof(m->stack), m);
+	return &m->memo;
+}
+
+/* C++ names are demangled; anything else is returned as it is. */
+static const char *demangled(struct symbolizer *s, const char *name)
+{
+	const char *r;
+	char *dem;
+	int status = -1;
+
+	if (!name)
+		return NULL;
+	if (name[0] != '_' || name[1] != 'Z')
+		return intern(s, name);
+	dem = __cxa_demangle(name, NULL, NULL, &status);
+	r = intern(s, status == 0 && dem ? dem : name);
+	free(dem);
+	return r;
+}
+
+static int same_build_id(const struct dump_module *dm, Elf *elf)
+{
+	const void *id = NULL;
+	ssize_t len;
+
+	if (dm->build_id_len == 0)
+		return 1;	/* nothing recorded to compare against */
+	len = dwelf_elf_gnu_build_id(elf, &id);
+	return len > 0 && (size_t)len == dm->build_id_len &&
+	       memcmp(id, dm->build_id, len) == 0;
+}
+
+static void open_module(struct symbolizer *s, struct symmod *m,
+			const struct dump_module *dm)
+{
+	const char *path = dm->path;
+	Elf *elf;
+	int fd, ok;
+
+	m->state = MOD_UNUSABLE;
+	m->path = intern(s, path);
+	m->bias = dm->load_bias;
+	/* "[vdso]", anonymous code: nothing on disk to read, nothing to say. */
+	if (!path || path[0] != '/')
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		add_warning(s, "heaptrail: warning: cannot open '%s': %s; its frames are shown as addresses",
+			    path, strerror(errno));
+		return;
+	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		add_warning(s, "heaptrail: warning: cannot read '%s': not an ELF file; its frames are shown as addresses",
+			    path);
+		elf_end(elf);
+		close(fd);
+		return;
+	}
+	ok = same_build_id(dm, elf);
+	elf_end(elf);
+	if (!ok) {
+		add_warning(s, "heaptrail: warning: '%s' changed since it was recorded (build-id differs); its frames are shown as addresses",
+			    path);
+		close(fd);
+		return;
+	}
+	m->dwfl = dwfl_begin(&offline_callbacks);
+	if (!m->dwfl) {
+		close(fd);
+		return;
+	}
+	/* ET_DYN with add_p_vaddr: 'base' is the load bias (l_addr). */
+	m->mod = dwfl_report_elf(m->dwfl, path, path, fd, dm->load_bias, true);
+	if (!m->mod) {
+		add_warning(s, "heaptrail: warning: cannot read '%s': %s; its frames are shown as addresses",
+			    path, dwfl_errmsg(-1));
+		close(fd);
+		dwfl_end(m->dwfl);
+		m->dwfl = NULL;
+		return;
+	}
+	dwfl_report_end(m->dwfl, NULL, NULL);
+	m->state = MOD_OK;
+}
+
+/* The module of index i, opened on first use; NULL when there is none. */
+static struct symmod *get_module(struct symbolizer *s, int i)
+{
+	const struct dump_module *mods;
+	size_t n = 0;
+
+	if (i < 0)
+		return NULL;
+	mods = dump_modules(s->dump, &n);
+	if ((size_t)i >= n || !mods)
+		return NULL;
+	if ((size_t)i >= s->nmods) {
+		/* The reader may have met more modules since last time. */
+		struct symmod *nm = realloc(s->mods, n * sizeof(*nm));
+
+		if (!nm)
+			return NULL;
+		memset(nm + s->nmods, 0, (n - s->nmods) * sizeof(*nm));
+		s->mods = nm;
+		s->nmods = n;
+	}
+	if (s->mods[i].state == MOD_UNOPENED)
+		open_module(s, &s->mods[i], &mods[i]);
+	return &s->mods[i];
+}
+
+static struct sym_frame *push_frame(struct symbolizer *s)
+{
+	if (s->tmp_n == s->tmp_cap) {
+		size_t cap = s->tmp_cap ? s->tmp_cap * 2 : 8;
+		struct sym_frame *t = realloc(s->tmp, cap * sizeof(*t));
+
+		if (!t)
+			return NULL;
+		s->tmp = t;
+		s->tmp_cap = cap;
+	}
+	memset(&s->tmp[s->tmp_n], 0, sizeof(s->tmp[0]));
+	return &s->tmp[s->tmp_n++];
+}
+
+/* Linkage name (demangled) first: DW_AT_name lacks C++ scopes and types. */
+static const char *die_function_name(struct symbolizer *s, Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *name = NULL;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+		name = dwarf_formstring(&attr);
+	if (name && name[0] == '_' && name[1] == 'Z')
+		return demangled(s, name);
+	name = dwarf_diename(die);
+	return name ? intern(s, name) : NULL;
+}
+
+static void add_frame(struct symbolizer *s, const char *fn, const char *file,
+		      int line, int inlined)
+{
+	struct sym_frame *f = push_frame(s);
+
+	if (!f)
+		return;
+	f->function = fn;
+	f->file = intern(s, file);
+	f->line = line;
+	f->inlined = inlined;
+}
+
+/*
+ * Frames from DWARF, innermost first, the way addr2line -i walks them: the
+ * address's own line belongs to the innermost inlined function; each
+ * inlined subroutine's DW_AT_call_file/call_line is the line in the function
+ * it was inlined into; the walk ends at the concrete DW_TAG_subprogram.
+ * Returns the number of frames added.
+ */
+static size_t dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
+			   Dwarf_Addr addr)
+{
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cudie, *scopes = NULL, *chain = NULL;
+	const char *file = NULL;
+	int line = 0, nscopes, nchain;
+	size_t before = s->tmp_n;
+	Dwfl_Line *ln;
+
+	cudie = dwfl_module_addrdie(mod, addr, &bias);
+	if (!cudie)
+		return 0;
+	ln = dwfl_module_getsrc(mod, addr);
+	if (ln)
+		file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
+	nscopes = dwarf_getscopes(cudie, addr - bias, &scopes);
+	if (nscopes <= 0) {
+		free(scopes);
+		if (!file)
+			return 0;
+		/* Line table without a DIE for the code: name from symtab. */
+		add_frame(s, demangled(s, dwfl_module_addrname(mod, addr)),
+			  file, line, 0);
+		return s->tmp_n - before;
+	}
+	/* The concrete chain of DIEs from the innermost scope outwards. */
+	nchain = dwarf_getscopes_die(&scopes[0], &chain);
+	free(scopes);
+	for (int i = 0; i < nchain; i++) {
+		Dwarf_Die *die = &chain[i];
+		int tag = dwarf_tag(die);
+
+		if (tag == DW_TAG_inlined_subroutine) {
+			Dwarf_Attribute attr;
+			Dwarf_Word val;
+			Dwarf_Files *files;
+			Dwarf_Die cu;
+
+			add_frame(s, die_function_name(s, die), file, line, 1);
+			file = NULL;
+			line = 0;
+			if (dwarf_diecu(die, &cu, NULL, NULL) &&
+			    dwarf_getsrcfiles(&cu, &files, NULL) == 0 &&
+			    dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
+				file = dwarf_filesrc(files, val, NULL, NULL);
+			if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0)
+				line = (int)val;
+		} else if (tag == DW_TAG_subprogram) {
+			const char *fn = die_function_name(s, die);
+
+			if (!fn)
+				fn = demangled(s, dwfl_module_addrname(mod, addr));
+			add_frame(s, fn, file, line, 0);
+			free(chain);
+			return s->tmp_n - before;
+		}
+	}
+	free(chain);
+	/* No enclosing subprogram (odd DWARF): close with the symtab name. */
+	add_frame(s, demangled(s, dwfl_module_addrname(mod, addr)), file,
+		  line, 0);
+	return s->tmp_n - before;
+}
+
+static void resolve_into_tmp(struct symbolizer *s, const struct dump_frame *f)
+{
+	struct symmod *m = get_module(s, f->module);
+	uint64_t offset = m ? f->offset : f->ip;
+
+	s->tmp_n = 0;
+	if (m && m->state == MOD_OK) {
+		Dwarf_Addr addr = m->bias + f->offset;
+
+		if (addr > 0)
+			addr--;
+		if (dwarf_frames(s, m->mod, addr) == 0) {
+			const char *fn = dwfl_module_addrname(m->mod, addr);
+
+			if (fn)
+				add_frame(s, demangled(s, fn), NULL, 0, 0);
+		}
+	}
+	if (s->tmp_n == 0)
+		add_frame(s, NULL, NULL, 0, 0);
+	for (size_t i = 0; i < s->tmp_n; i++) {
+		s->tmp[i].module = m ? m->path : NULL;
+		s->tmp[i].offset = offset;
+		s->tmp[i].ip = f->ip;
+	}
+}
+
+size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
+		   const struct sym_frame **out)
+{
+	static const struct sym_frame unknown;
+	struct symkey key;
+	struct symentry *e;
+
+	memset(&key, 0, sizeof(key));
+	key.module = f->module >= 0 ? f->module : -1;
+	key.offset = f->module >= 0 ? f->offset : f->ip;
+	HASH_FIND(hh, s->cache, &key, sizeof(key), e);
+	if (e) {
+		*out = e->frames;
+		return e->n;
+	}
+	resolve_into_tmp(s, f);
+	e = calloc(1, sizeof(*e));
+	if (e)
+		e->frames = malloc(s->tmp_n * sizeof(*e->frames));
+	if (!e || !e->frames) {
+		free(e);
+		*out = &unknown;
+		return 1;
+	}
+	e->key = key;
+	e->n = s->tmp_n;
+	memcpy(e->frames, s->tmp, s->tmp_n * sizeof(*e->frames));
+	HASH_ADD(hh, s->cache, key, sizeof(key), e);
+	*out = e->frames;
+	return e->n;
+}
