@@ -61,10 +61,25 @@ struct replay_totals {
 	uint64_t duration;	/* time of the last event */
 	int end_how, end_status;	/* from the end record, 0 when none */
 	int have_reach;		/* a reachability scan was replayed */
+	/*
+	 * Custom-allocator blocks (heaptrail_pool_alloc): they count in their
+	 * sites' figures but not in the heap totals above, whose bytes already
+	 * include the pools' own malloc'd memory.
+	 */
+	uint64_t pool_allocations, pool_frees;
+	uint64_t pool_live_bytes, pool_live_blocks;
 };
 
 struct replay;
 
+/*
+ * 'freed' is the block a DUMP_FREE or DUMP_POOL_FREE released (NULL for a
+ * free of an unknown pointer); for the DUMP_ALLOC half of a realloc it is the
+ * old block the realloc released just before (its size is the old size),
+ * and ev->old_ptr is filled in.  A POOL_DESTROY first releases each of the
+ * pool's live blocks as a synthetic DUMP_POOL_FREE.  'freed' is valid during
+ * the call only.
+ */
 typedef void (*replay_observer_fn)(void *ctx, struct replay *r,
 				   const struct dump_event *ev,
 				   const struct replay_block *freed);
@@ -84,6 +99,11 @@ int replay_step(struct replay *r, struct dump_event *ev);
 int replay_run(struct replay *r);
 int replay_run_until(struct replay *r, uint64_t time);
 
+/* 1 once replay_step() / replay_run*() returned 0 for the end of the dump. */
+int replay_at_end(const struct replay *r);
+/* Why a step returned -1: the reader's error or the replay's own (memory). */
+const char *replay_error(const struct replay *r);
+
 struct dump *replay_dump(struct replay *r);
 const struct replay_totals *replay_totals(const struct replay *r);
 
@@ -92,6 +112,7 @@ struct site_stats *replay_site(struct replay *r, uint32_t stack);
 /* All sites seen so far (pointer array, valid until the next step). */
 struct site_stats **replay_sites(struct replay *r, size_t *n);
 
+/* Valid until the next lookup or step; heap blocks only (not pool blocks). */
 const struct replay_block *replay_lookup(const struct replay *r, uint64_t ptr);
 /* Calls fn for every live block; stops early when fn returns non-zero. */
 int replay_each_block(const struct replay *r,

@@ -1,0 +1,1005 @@
+/* replay.c - replays a dump's events into a live map and per-site figures */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+/*
+ * The live map is an open-addressing table keyed by pointer: linear probing,
+ * Fibonacci hashing of the address, backward-shift deletion (no tombstones,
+ * so a long run of malloc/free churn never degrades the probe lengths).
+ *
+ * A slot is 32 bytes, two to a cache line: everything the per-event path
+ * reads on a free (size, site, api, reach class) sits in the slot; the
+ * fields only observers and lookups need (usable size, thread) live in a
+ * parallel "cold" array of 8 bytes per slot that a free never touches when
+ * no observer is registered.
+ */
+
+#define SLOT_SIZE_BITS 48
+#define SLOT_SIZE_MASK ((UINT64_C(1) << SLOT_SIZE_BITS) - 1)
+#define SLOT_API_SHIFT 48	/* 5 bits */
+#define SLOT_REACH_SHIFT 53	/* 3 bits, SLOT_REACH_NONE when never scanned */
+#define SLOT_REACH_NONE 7u
+
+struct slot {
+	uint64_t ptr;		/* 0 = empty */
+	uint64_t time;
+	uint64_t bits;		/* size | api << 48 | reach << 53 */
+	uint32_t stack;
+	uint32_t client;
+};
+
+struct cold {
+	uint32_t extra;		/* usable - size, saturated; pool map: pool index */
+	uint32_t tid;
+};
+
+_Static_assert(sizeof(struct slot) == 32, "a slot is half a cache line");
+
+struct livemap {
+	struct slot *s;
+	struct cold *c;
+	uint64_t mask;
+	unsigned shift;		/* 64 - log2(capacity) */
+	uint64_t count;
+	uint64_t limit;		/* grow beyond this many entries */
+};
+
+#define LM_MIN_BITS 10
+
+static inline uint64_t lm_home(const struct livemap *m, uint64_t ptr)
+{
+	return (ptr * UINT64_C(0x9E3779B97F4A7C15)) >> m->shift;
+}
+
+static int lm_init(struct livemap *m, unsigned bits)
+{
+	uint64_t cap = UINT64_C(1) << bits;
+
+	m->s = calloc(cap, sizeof(*m->s));
+	m->c = malloc(cap * sizeof(*m->c));
+	if (!m->s || !m->c) {
+		free(m->s);
+		free(m->c);
+		m->s = NULL;
+		m->c = NULL;
+		return -ENOMEM;
+	}
+	m->mask = cap - 1;
+	m->shift = 64 - bits;
+	m->count = 0;
+	/* 5/8 load: short probe runs, and a live set of 10 M blocks stays < 1 GB */
+	m->limit = cap / 2 + cap / 8;
+	return 0;
+}
+
+static void lm_release(struct livemap *m)
+{
+	free(m->s);
+	free(m->c);
+	memset(m, 0, sizeof(*m));
+}
+
+static int lm_grow(struct livemap *m)
+{
+	struct livemap n;
+	uint64_t i;
+
+	if (lm_init(&n, 64 - m->shift + 1) < 0)
+		return -ENOMEM;
+	for (i = 0; i <= m->mask; i++) {
+		uint64_t j;
+
+		if (!m->s[i].ptr)
+			continue;
+		j = lm_home(&n, m->s[i].ptr);
+		while (n.s[j].ptr)
+			j = (j + 1) & n.mask;
+		n.s[j] = m->s[i];
+		n.c[j] = m->c[i];
+	}
+	n.count = m->count;
+	lm_release(m);
+	*m = n;
+	return 0;
+}
+
+/* Index of ptr's slot, or -1. */
+static inline int64_t lm_find(const struct livemap *m, uint64_t ptr)
+{
+	uint64_t i = lm_home(m, ptr);
+
+	for (;;) {
+		uint64_t p = m->s[i].ptr;
+
+		if (p == ptr)
+			return (int64_t)i;
+		if (!p)
+			return -1;
+		i = (i + 1) & m->mask;
+	}
+}
+
+/*
+ * The slot for ptr: its existing slot (*found = 1) or a fresh empty one
+ * (*found = 0, already counted).  -1 when the table cannot grow.
+ */
+static inline int64_t lm_put(struct livemap *m, uint64_t ptr, int *found)
+{
+	uint64_t i;
+
+	if (m->count >= m->limit && lm_grow(m) < 0)
+		return -1;
+	i = lm_home(m, ptr);
+	for (;;) {
+		uint64_t p = m->s[i].ptr;
+
+		if (p == ptr) {
+			*found = 1;
+			return (int64_t)i;
+		}
+		if (!p) {
+			*found = 0;
+			m->count++;
+			return (int64_t)i;
+		}
+		i = (i + 1) & m->mask;
+	}
+}
+
+/* Empties slot i and shifts later members of its probe run back. */
+static inline void lm_delete(struct livemap *m, uint64_t i)
+{
+	uint64_t j = i;
+
+	for (;;) {
+		uint64_t h;
+
+		j = (j + 1) & m->mask;
+		if (!m->s[j].ptr)
+			break;
+		h = lm_home(m, m->s[j].ptr);
+		/* j may move to i unless its home lies in the cyclic range (i, j] */
+		if (((j - h) & m->mask) >= ((j - i) & m->mask)) {
+			m->s[i] = m->s[j];
+			m->c[i] = m->c[j];
+			i = j;
+		}
+	}
+	m->s[i].ptr = 0;
+	m->count--;
+}
+
+static inline uint64_t slot_size(const struct slot *s)
+{
+	return s->bits & SLOT_SIZE_MASK;
+}
+
+static inline unsigned slot_api(const struct slot *s)
+{
+	return (unsigned)(s->bits >> SLOT_API_SHIFT) & 31u;
+}
+
+static inline unsigned slot_reach(const struct slot *s)
+{
+	return (unsigned)(s->bits >> SLOT_REACH_SHIFT) & 7u;
+}
+
+static inline void slot_set_reach(struct slot *s, unsigned cls)
+{
+	s->bits = (s->bits & ~(UINT64_C(7) << SLOT_REACH_SHIFT)) |
+		  ((uint64_t)(cls & 7u) << SLOT_REACH_SHIFT);
+}
+
+static void slot_to_block(const struct slot *s, const struct cold *c,
+			  struct replay_block *b, int pool)
+{
+	unsigned reach = slot_reach(s);
+
+	b->ptr = s->ptr;
+	b->size = slot_size(s);
+	b->usable = b->size + (pool ? 0 : c->extra);
+	b->time = s->time;
+	b->stack = s->stack;
+	b->client = s->client;
+	b->tid = c->tid;
+	b->api = (uint8_t)slot_api(s);
+	b->reach = reach == SLOT_REACH_NONE ? 0xff : (uint8_t)reach;
+}
+
+/* Per-site figures plus the bookkeeping of the lazy peak snapshot. */
+struct site {
+	struct site_stats s;	/* first: replay_site() hands out &site->s */
+	uint64_t last_seq;	/* event sequence of its last change */
+};
+
+#define SITE_SLAB 256
+#define MAX_STACK_ID (UINT32_C(1) << 28)
+
+struct site_slab {
+	struct site_slab *next;
+	unsigned used;
+	struct site sites[SITE_SLAB];
+};
+
+/* Per-thread state: temporaries and the half of a realloc in flight. */
+struct thr {
+	uint32_t tid;
+	int realloc_pending;
+	uint64_t last_alloc;	/* ptr of its last heap event if that was an allocation */
+	struct replay_block realloc_old;	/* the block its realloc just released */
+};
+
+struct pool {
+	uint64_t id;
+	int alive;
+};
+
+struct observer {
+	replay_observer_fn fn;
+	void *ctx;
+};
+
+#define MAX_OBSERVERS 16
+
+struct replay {
+	struct dump *d;
+	struct livemap live;
+	struct livemap pool_live;
+	struct replay_totals t;
+
+	uint64_t seq;		/* heap events applied */
+	uint64_t peak_seq;	/* seq at which the global peak was last reached */
+
+	struct site **byid;
+	uint32_t nbyid;
+	struct site_stats **list;
+	size_t nlist, caplist;
+	struct site_slab *slabs;
+
+	struct thr *thr;
+	size_t nthr, capthr;
+	uint32_t *thr_index;	/* open addressing: tid + 1 -> index + 1 */
+	uint32_t *thr_key;
+	size_t thr_cap;		/* power of two */
+	uint32_t last_tid;
+	size_t last_thr;
+
+	struct pool *pools;
+	size_t npools, cappools;
+
+	struct observer obs[MAX_OBSERVERS];
+	int nobs;
+
+	struct dump_event ev;
+	int have_pending;	/* ev holds an event read but not applied yet */
+	int at_end;
+	struct replay_block freed;	/* the block the current event released */
+	struct replay_block scratch;	/* replay_lookup's answer */
+	char err[160];
+};
+
+static int fail_oom(struct replay *r)
+{
+	snprintf(r->err, sizeof(r->err),
+		 "out of memory while replaying (%llu live blocks)",
+		 (unsigned long long)r->live.count);
+	return -1;
+}
+
+/* ---- sites ------------------------------------------------------------ */
+
+static struct site *site_create(struct replay *r, uint32_t stack)
+{
+	struct site *st;
+
+	if (stack >= r->nbyid) {
+		uint32_t n = r->nbyid ? r->nbyid : 1024;
+		struct site **nb;
+
+		while (n <= stack)
+			n *= 2;
+		nb = realloc(r->byid, (size_t)n * sizeof(*nb));
+		if (!nb)
+			return NULL;
+		memset(nb + r->nbyid, 0, (size_t)(n - r->nbyid) * sizeof(*nb));
+		r->byid = nb;
+		r->nbyid = n;
+	}
+	if (r->nlist == r->caplist) {
+		size_t n = r->caplist ? r->caplist * 2 : 1024;
+		struct site_stats **nl = realloc(r->list, n * sizeof(*nl));
+
+		if (!nl)
+			return NULL;
+		r->list = nl;
+		r->caplist = n;
+	}
+	if (!r->slabs || r->slabs->used == SITE_SLAB) {
+		struct site_slab *sl = calloc(1, sizeof(*sl));
+
+		if (!sl)
+			return NULL;
+		sl->next = r->slabs;
+		r->slabs = sl;
+	}
+	st = &r->slabs->sites[r->slabs->used++];
+	st->s.stack = stack;
+	r->byid[stack] = st;
+	r->list[r->nlist++] = &st->s;
+	return st;
+}
+
+static inline struct site *site_get(struct replay *r, uint32_t stack)
+{
+	if (stack >= MAX_STACK_ID)	/* corrupt id: keep it out of the table */
+		stack = HTR_STACK_NONE;
+	if (stack < r->nbyid && r->byid[stack])
+		return r->byid[stack];
+	return site_create(r, stack);
+}
+
+/*
+ * Lazy peak snapshot: a site that has not changed since the global peak was
+ * last reached still holds its value at the peak, so it is saved just
+ * before its first change after the peak (and at read time for the rest).
+ */
+static inline void site_touch(struct replay *r, struct site *st)
+{
+	if (st->last_seq <= r->peak_seq)
+		st->s.peak_bytes = st->s.live_bytes;
+	st->last_seq = r->seq;
+}
+
+static inline void site_settle(const struct replay *r, struct site *st)
+{
+	if (st->last_seq <= r->peak_seq)
+		st->s.peak_bytes = st->s.live_bytes;
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+static int thr_rehash(struct replay *r, size_t cap)
+{
+	uint32_t *key = calloc(cap, sizeof(*key));
+	uint32_t *idx = calloc(cap, sizeof(*idx));
+	size_t i;
+
+	if (!key || !idx) {
+		free(key);
+		free(idx);
+		return -ENOMEM;
+	}
+	for (i = 0; i < r->nthr; i++) {
+		size_t h = (r->thr[i].tid * 2654435761u) & (cap - 1);
+
+		while (key[h])
+			h = (h + 1) & (cap - 1);
+		key[h] = r->thr[i].tid + 1;
+		idx[h] = (uint32_t)i;
+	}
+	free(r->thr_key);
+	free(r->thr_index);
+	r->thr_key = key;
+	r->thr_index = idx;
+	r->thr_cap = cap;
+	return 0;
+}
+
+static struct thr *thr_slow(struct replay *r, uint32_t tid)
+{
+	size_t h;
+
+	if (tid == UINT32_MAX)	/* keeps tid + 1 non-zero */
+		tid = 0;
+	if (r->thr_cap) {
+		h = (tid * 2654435761u) & (r->thr_cap - 1);
+		while (r->thr_key[h]) {
+			if (r->thr_key[h] == tid + 1) {
+				r->last_tid = tid;
+				r->last_thr = r->thr_index[h];
+				return &r->thr[r->last_thr];
+			}
+			h = (h + 1) & (r->thr_cap - 1);
+		}
+	}
+	if (r->nthr == r->capthr) {
+		size_t n = r->capthr ? r->capthr * 2 : 64;
+		struct thr *nt = realloc(r->thr, n * sizeof(*nt));
+
+		if (!nt)
+			return NULL;
+		r->thr = nt;
+		r->capthr = n;
+	}
+	memset(&r->thr[r->nthr], 0, sizeof(r->thr[0]));
+	r->thr[r->nthr].tid = tid;
+	r->nthr++;
+	if (r->nthr * 2 > r->thr_cap) {
+		if (thr_rehash(r, r->thr_cap ? r->thr_cap * 2 : 64) < 0) {
+			r->nthr--;
+			return NULL;
+		}
+	} else {
+		h = (tid * 2654435761u) & (r->thr_cap - 1);
+		while (r->thr_key[h])
+			h = (h + 1) & (r->thr_cap - 1);
+		r->thr_key[h] = tid + 1;
+		r->thr_index[h] = (uint32_t)(r->nthr - 1);
+	}
+	r->last_tid = tid;
+	r->last_thr = r->nthr - 1;
+	return &r->thr[r->last_thr];
+}
+
+/* Events come in per-thread runs: one compare finds the thread mostly. */
+static inline struct thr *thr_get(struct replay *r, uint32_t tid)
+{
+	if (tid == r->last_tid && r->nthr)
+		return &r->thr[r->last_thr];
+	return thr_slow(r, tid);
+}
+
+/* ---- pools ------------------------------------------------------------ */
+
+static int64_t pool_index(struct replay *r, uint64_t id, int create)
+{
+	size_t i;
+
+	for (i = r->npools; i-- > 0;)
+		if (r->pools[i].id == id && r->pools[i].alive)
+			return (int64_t)i;
+	if (!create)
+		return -1;
+	if (r->npools == r->cappools) {
+		size_t n = r->cappools ? r->cappools * 2 : 16;
+		struct pool *np = realloc(r->pools, n * sizeof(*np));
+
+		if (!np)
+			return -2;
+		r->pools = np;
+		r->cappools = n;
+	}
+	r->pools[r->npools].id = id;
+	r->pools[r->npools].alive = 1;
+	return (int64_t)r->npools++;
+}
+
+/* ---- applying events -------------------------------------------------- */
+
+static void notify(struct replay *r, const struct dump_event *ev,
+		   const struct replay_block *freed)
+{
+	int i;
+
+	for (i = 0; i < r->nobs; i++)
+		r->obs[i].fn(r->obs[i].ctx, r, ev, freed);
+}
+
+static inline void global_peak(struct replay *r, uint64_t time)
+{
+	if (r->t.live_bytes > r->t.peak_live_bytes) {
+		r->t.peak_live_bytes = r->t.live_bytes;
+		r->t.peak_time = time;
+		r->peak_seq = r->seq;
+	}
+}
+
+/* Takes a block out of the accounting of its site (and the totals). */
+static inline void unaccount(struct replay *r, const struct slot *s, int heap)
+{
+	struct site *st = site_get(r, s->stack);
+	uint64_t size = slot_size(s);
+	unsigned reach = slot_reach(s);
+
+	/* the site exists: the block was accounted to it */
+	site_touch(r, st);
+	st->s.live_bytes -= size;
+	st->s.live_blocks--;
+	st->s.frees++;
+	if (reach != SLOT_REACH_NONE) {
+		st->s.reach_bytes[reach & 3] -= size;
+		st->s.reach_blocks[reach & 3]--;
+	}
+	if (heap) {
+		r->t.live_bytes -= size;
+		r->t.live_blocks--;
+		r->t.frees++;
+	} else {
+		r->t.pool_live_bytes -= size;
+		r->t.pool_live_blocks--;
+		r->t.pool_frees++;
+	}
+}
+
+static int apply_alloc(struct replay *r, struct dump_event *ev)
+{
+	struct thr *th;
+	struct site *st;
+	struct slot *s;
+	int64_t i;
+	int found;
+	uint64_t size = ev->size & SLOT_SIZE_MASK;
+	uint64_t extra;
+
+	if (!ev->ptr)
+		return 0;
+	r->seq++;
+	th = thr_get(r, ev->tid);
+	if (!th)
+		return fail_oom(r);
+	if (ev->api == HTR_API_REALLOC && th->realloc_pending) {
+		if (!ev->old_ptr)
+			ev->old_ptr = th->realloc_old.ptr;
+		r->t.reallocs++;
+	}
+	i = lm_put(&r->live, ev->ptr, &found);
+	if (i < 0)
+		return fail_oom(r);
+	s = &r->live.s[i];
+	if (found)	/* its free was never seen (lost events): drop the old one */
+		unaccount(r, s, 1);
+	st = site_get(r, ev->stack);
+	if (!st)
+		return fail_oom(r);
+	extra = ev->usable > ev->size ? ev->usable - ev->size : 0;
+	s->ptr = ev->ptr;
+	s->time = ev->time;
+	s->bits = size | ((uint64_t)(ev->api & 31u) << SLOT_API_SHIFT) |
+		  ((uint64_t)SLOT_REACH_NONE << SLOT_REACH_SHIFT);
+	s->stack = st->s.stack;
+	s->client = ev->client;
+	r->live.c[i].extra = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
+	r->live.c[i].tid = ev->tid;
+
+	site_touch(r, st);
+	st->s.allocations++;
+	st->s.allocated_bytes += size;
+	st->s.live_bytes += size;
+	st->s.live_blocks++;
+	if (st->s.live_bytes > st->s.max_live_bytes)
+		st->s.max_live_bytes = st->s.live_bytes;
+
+	r->t.allocations++;
+	r->t.allocated_bytes += size;
+	r->t.live_bytes += size;
+	r->t.live_blocks++;
+	global_peak(r, ev->time);
+	th->last_alloc = ev->ptr;
+	if (r->nobs)
+		notify(r, ev, ev->api == HTR_API_REALLOC && th->realloc_pending ?
+			      &th->realloc_old : NULL);
+	th->realloc_pending = 0;
+	return 0;
+}
+
+static int apply_free(struct replay *r, struct dump_event *ev)
+{
+	struct thr *th = thr_get(r, ev->tid);
+	struct slot *s;
+	struct site *st;
+	int64_t i;
+	int temporary;
+
+	if (!th)
+		return fail_oom(r);
+	temporary = th->last_alloc == ev->ptr;
+	th->last_alloc = 0;
+	th->realloc_pending = 0;
+	if (!ev->ptr)
+		return 0;
+	i = lm_find(&r->live, ev->ptr);
+	if (i < 0) {
+		r->t.unknown_frees++;
+		if (r->nobs)
+			notify(r, ev, NULL);
+		return 0;
+	}
+	r->seq++;
+	s = &r->live.s[i];
+	unaccount(r, s, 1);
+	st = r->byid[s->stack];
+	/* a realloc's release of its own block is not a temporary allocation */
+	if (temporary && ev->api != HTR_API_REALLOC) {
+		st->s.temporary++;
+		r->t.temporary++;
+	}
+	if (ev->api && htr_api_family(ev->api) != htr_api_family(slot_api(s))) {
+		st->s.mismatches++;
+		r->t.mismatches++;
+	}
+	if (ev->api == HTR_API_REALLOC || r->nobs)
+		slot_to_block(s, &r->live.c[i], &r->freed, 0);
+	if (ev->api == HTR_API_REALLOC) {
+		th->realloc_old = r->freed;
+		th->realloc_pending = 1;
+	}
+	lm_delete(&r->live, (uint64_t)i);
+	if (r->nobs)
+		notify(r, ev, &r->freed);
+	return 0;
+}
+
+static int apply_pool_alloc(struct replay *r, struct dump_event *ev)
+{
+	int64_t p = pool_index(r, ev->id, 1);
+	struct site *st;
+	struct slot *s;
+	int64_t i;
+	int found;
+
+	if (p == -2)
+		return fail_oom(r);
+	if (!ev->ptr)
+		return 0;
+	r->seq++;
+	i = lm_put(&r->pool_live, ev->ptr, &found);
+	if (i < 0)
+		return fail_oom(r);
+	s = &r->pool_live.s[i];
+	if (found)
+		unaccount(r, s, 0);
+	st = site_get(r, ev->stack);
+	if (!st)
+		return fail_oom(r);
+	s->ptr = ev->ptr;
+	s->time = ev->time;
+	s->bits = (ev->size & SLOT_SIZE_MASK) |
+		  ((uint64_t)SLOT_REACH_NONE << SLOT_REACH_SHIFT);
+	s->stack = st->s.stack;
+	s->client = ev->client;
+	r->pool_live.c[i].extra = (uint32_t)p;
+	r->pool_live.c[i].tid = ev->tid;
+	site_touch(r, st);
+	st->s.allocations++;
+	st->s.allocated_bytes += slot_size(s);
+	st->s.live_bytes += slot_size(s);
+	st->s.live_blocks++;
+	if (st->s.live_bytes > st->s.max_live_bytes)
+		st->s.max_live_bytes = st->s.live_bytes;
+	r->t.pool_allocations++;
+	r->t.pool_live_bytes += slot_size(s);
+	r->t.pool_live_blocks++;
+	if (r->nobs)
+		notify(r, ev, NULL);
+	return 0;
+}
+
+/* Releases pool block i and tells observers (with 'ev' as the event). */
+static void pool_release(struct replay *r, int64_t i,
+			 const struct dump_event *ev)
+{
+	struct slot *s = &r->pool_live.s[i];
+
+	r->seq++;
+	unaccount(r, s, 0);
+	if (r->nobs)
+		slot_to_block(s, &r->pool_live.c[i], &r->freed, 1);
+	lm_delete(&r->pool_live, (uint64_t)i);
+	if (r->nobs)
+		notify(r, ev, &r->freed);
+}
+
+static int apply_pool_destroy(struct replay *r, struct dump_event *ev)
+{
+	int64_t p = pool_index(r, ev->id, 0);
+	uint64_t *ptrs = NULL;
+	size_t n = 0, cap = 0, k;
+	uint64_t i;
+
+	if (p < 0)
+		return 0;
+	/* collect first: backward shifts would move entries under a scan */
+	for (i = 0; i <= r->pool_live.mask && r->pool_live.s; i++) {
+		if (!r->pool_live.s[i].ptr || r->pool_live.c[i].extra != (uint32_t)p)
+			continue;
+		if (n == cap) {
+			uint64_t *np;
+
+			cap = cap ? cap * 2 : 256;
+			np = realloc(ptrs, cap * sizeof(*np));
+			if (!np) {
+				free(ptrs);
+				return fail_oom(r);
+			}
+			ptrs = np;
+		}
+		ptrs[n++] = r->pool_live.s[i].ptr;
+	}
+	for (k = 0; k < n; k++) {
+		/* each block is released as if by a POOL_FREE */
+		struct dump_event fe = *ev;
+		int64_t j = lm_find(&r->pool_live, ptrs[k]);
+
+		fe.kind = DUMP_POOL_FREE;
+		fe.ptr = ptrs[k];
+		if (j >= 0)
+			pool_release(r, j, &fe);
+	}
+	free(ptrs);
+	r->pools[p].alive = 0;
+	if (r->nobs)
+		notify(r, ev, NULL);
+	return 0;
+}
+
+static void apply_reach(struct replay *r, const struct dump_event *ev)
+{
+	size_t k;
+
+	r->t.have_reach = 1;
+	for (k = 0; k < ev->nreach; k++) {
+		int64_t i = lm_find(&r->live, ev->reach[k].ptr);
+		struct slot *s;
+		struct site *st;
+		unsigned old, cls = ev->reach[k].cls & 3u;
+		uint64_t size;
+
+		if (i < 0)
+			continue;
+		s = &r->live.s[i];
+		st = r->byid[s->stack];
+		size = slot_size(s);
+		old = slot_reach(s);
+		if (old != SLOT_REACH_NONE) {
+			st->s.reach_bytes[old & 3] -= size;
+			st->s.reach_blocks[old & 3]--;
+		}
+		st->s.reach_bytes[cls] += size;
+		st->s.reach_blocks[cls]++;
+		slot_set_reach(s, cls);
+	}
+}
+
+static int apply(struct replay *r, struct dump_event *ev)
+{
+	int64_t i;
+
+	switch (ev->kind) {
+	case DUMP_ALLOC:
+		return apply_alloc(r, ev);
+	case DUMP_FREE:
+		return apply_free(r, ev);
+	case DUMP_SAMPLE:
+		r->t.last_rss_bytes = ev->sample.rss_bytes;
+		if (ev->sample.rss_bytes > r->t.peak_rss_bytes) {
+			r->t.peak_rss_bytes = ev->sample.rss_bytes;
+			r->t.peak_rss_time = ev->time;
+		}
+		break;
+	case DUMP_POOL_ALLOC:
+		return apply_pool_alloc(r, ev);
+	case DUMP_POOL_FREE:
+		i = ev->ptr ? lm_find(&r->pool_live, ev->ptr) : -1;
+		if (i >= 0)
+			pool_release(r, i, ev);
+		else if (r->nobs)
+			notify(r, ev, NULL);
+		return 0;
+	case DUMP_POOL_CREATE:
+		if (pool_index(r, ev->id, 1) == -2)
+			return fail_oom(r);
+		break;
+	case DUMP_POOL_DESTROY:
+		return apply_pool_destroy(r, ev);
+	case DUMP_REACH:
+		apply_reach(r, ev);
+		break;
+	case DUMP_LOST:
+		r->t.lost_events = ev->lost_events;
+		r->t.lost_reason = ev->lost_reason;
+		break;
+	case DUMP_END:
+		r->t.end_how = ev->end_how;
+		r->t.end_status = ev->end_status;
+		if (ev->lost_events > r->t.lost_events)
+			r->t.lost_events = ev->lost_events;
+		break;
+	default:
+		break;
+	}
+	if (r->nobs)
+		notify(r, ev, NULL);
+	return 0;
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+struct replay *replay_new(struct dump *d)
+{
+	struct replay *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->d = d;
+	if (lm_init(&r->live, LM_MIN_BITS) < 0 ||
+	    lm_init(&r->pool_live, 4) < 0) {
+		replay_free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* the "no stack" site always exists so that counts have a home */
+	if (!site_create(r, HTR_STACK_NONE)) {
+		replay_free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->last_tid = UINT32_MAX;
+	return r;
+}
+
+void replay_free(struct replay *r)
+{
+	struct site_slab *sl, *next;
+
+	if (!r)
+		return;
+	lm_release(&r->live);
+	lm_release(&r->pool_live);
+	for (sl = r->slabs; sl; sl = next) {
+		next = sl->next;
+		free(sl);
+	}
+	free(r->byid);
+	free(r->list);
+	free(r->thr);
+	free(r->thr_key);
+	free(r->thr_index);
+	free(r->pools);
+	free(r);
+}
+
+int replay_observe(struct replay *r, replay_observer_fn fn, void *ctx)
+{
+	if (r->nobs == MAX_OBSERVERS)
+		return -ENOSPC;
+	r->obs[r->nobs].fn = fn;
+	r->obs[r->nobs].ctx = ctx;
+	r->nobs++;
+	return 0;
+}
+
+static void finish(struct replay *r)
+{
+	uint64_t t = dump_time(r->d);
+
+	if (t > r->t.duration)
+		r->t.duration = t;
+	r->at_end = 1;
+}
+
+/* Reads the next event into r->ev unless one is pending: 1, 0 or -1. */
+static inline int fetch(struct replay *r)
+{
+	int rc;
+
+	if (r->have_pending)
+		return 1;
+	rc = dump_next(r->d, &r->ev);
+	if (rc > 0) {
+		r->have_pending = 1;
+		if (r->ev.time > r->t.duration)
+			r->t.duration = r->ev.time;
+		return 1;
+	}
+	if (rc == 0)
+		finish(r);
+	return rc;
+}
+
+static inline int consume(struct replay *r)
+{
+	r->have_pending = 0;
+	return apply(r, &r->ev) < 0 ? -1 : 1;
+}
+
+int replay_step(struct replay *r, struct dump_event *ev)
+{
+	int rc = fetch(r);
+
+	if (rc <= 0)
+		return rc;
+	rc = consume(r);
+	if (rc > 0 && ev)
+		*ev = r->ev;
+	return rc;
+}
+
+int replay_run(struct replay *r)
+{
+	int rc;
+
+	while ((rc = fetch(r)) > 0)
+		if (consume(r) < 0)
+			return -1;
+	return rc;
+}
+
+int replay_run_until(struct replay *r, uint64_t time)
+{
+	int rc;
+
+	while ((rc = fetch(r)) > 0) {
+		if (r->ev.time > time)
+			return 0;	/* stays pending for the next call */
+		if (consume(r) < 0)
+			return -1;
+	}
+	return rc;
+}
+
+int replay_at_end(const struct replay *r)
+{
+	return r->at_end && !r->have_pending;
+}
+
+const char *replay_error(const struct replay *r)
+{
+	if (r->err[0])
+		return r->err;
+	return dump_error(r->d);
+}
+
+struct dump *replay_dump(struct replay *r)
+{
+	return r->d;
+}
+
+const struct replay_totals *replay_totals(const struct replay *r)
+{
+	return &r->t;
+}
+
+struct site_stats *replay_site(struct replay *r, uint32_t stack)
+{
+	struct site *st = site_get(r, stack);
+
+	if (!st)
+		return NULL;
+	site_settle(r, st);
+	return &st->s;
+}
+
+struct site_stats **replay_sites(struct replay *r, size_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < r->nlist; i++)
+		site_settle(r, (struct site *)r->list[i]);
+	*n = r->nlist;
+	return r->list;
+}
+
+const struct replay_block *replay_lookup(const struct replay *r, uint64_t ptr)
+{
+	/* the replay itself is never a const object: the scratch is writable */
+	struct replay *w = (struct replay *)r;
+	int64_t i = ptr ? lm_find(&r->live, ptr) : -1;
+
+	if (i < 0)
+		return NULL;
+	slot_to_block(&r->live.s[i], &r->live.c[i], &w->scratch, 0);
+	return &w->scratch;
+}
+
+int replay_each_block(const struct replay *r,
+		      int (*fn)(void *ctx, const struct replay_block *b),
+		      void *ctx)
+{
+	struct replay_block b;
+	uint64_t i;
+	int rc;
+
+	for (i = 0; i <= r->live.mask; i++) {
+		if (!r->live.s[i].ptr)
+			continue;
+		slot_to_block(&r->live.s[i], &r->live.c[i], &b, 0);
+		rc = fn(ctx, &b);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
