@@ -74,7 +74,7 @@ struct dump_event {
 	uint64_t size;
 	uint64_t usable;	/* usable size (>= size) */
 	uint32_t stack;		/* stack id, HTR_STACK_NONE when unknown */
-	uint32_t client;	/* client the thread worked for, 0 = none */
+	uint64_t client;	/* client the thread worked for, 0 = none (program ids are 64-bit) */
 	uint64_t id;		/* client / pool / parent tid / module index */
 	const char *text;	/* valid until the next dump_next() */
 	struct dump_sample sample;
