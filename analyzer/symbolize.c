@@ -34,12 +34,21 @@ char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
 enum { MOD_UNOPENED, MOD_OK, MOD_UNUSABLE };
 
+/* A CU's address range, for files without .debug_aranges. */
+struct cu_range {
+	Dwarf_Addr lo, hi;
+	Dwarf_Die cu;
+};
+
 struct symmod {
 	int state;
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	const char *path;	/* interned */
 	uint64_t bias;
+	int ranges_built;
+	struct cu_range *ranges;	/* sorted by lo */
+	size_t nranges;
 };
 
 /* Cache key: module index and offset, or -1 and the raw ip. */
@@ -171,9 +180,11 @@ void sym_free(struct symbolizer *s)
 
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nmods; i++)
+	for (size_t i = 0; i < s->nmods; i++) {
 		if (s->mods[i].dwfl)
 			dwfl_end(s->mods[i].dwfl);
+		free(s->mods[i].ranges);
+	}
 	free(s->mods);
 	HASH_ITER(hh, s->cache, e, et) {
 		HASH_DEL(s->cache, e);
@@ -261,8 +272,11 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 	m->state = MOD_UNUSABLE;
 	m->path = intern(s, path);
 	m->bias = dm->load_bias;
-	/* "[vdso]", anonymous code: nothing on disk to read, nothing to say. */
-	if (!path || path[0] != '/')
+	/*
+	 * "[vdso]", "linux-vdso.so.1", anonymous code: nothing on disk to
+	 * read, nothing to warn about.  A path with a slash is a file.
+	 */
+	if (!path || path[0] == '[' || !strchr(path, '/'))
 		return;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -346,6 +360,87 @@ static struct sym_frame *push_frame(struct symbolizer *s)
 	return &s->tmp[s->tmp_n++];
 }
 
+static int range_cmp(const void *a, const void *b)
+{
+	const struct cu_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/*
+ * libdw 0.188 finds a CU by address only through .debug_aranges, which
+ * clang does not emit by default; without it every address of a clang-built
+ * file would come out unsymbolized.  So the CUs' own ranges are collected
+ * once per module and searched instead.
+ */
+static void build_ranges(struct symmod *m)
+{
+	Dwarf_Addr bias;
+	Dwarf *dw = dwfl_module_getdwarf(m->mod, &bias);
+	Dwarf_CU *cu = NULL;
+	Dwarf_Die cudie, subdie;
+	uint8_t type;
+	size_t cap = 0;
+
+	m->ranges_built = 1;
+	if (!dw)
+		return;
+	while (dwarf_get_units(dw, cu, &cu, NULL, &type, &cudie, &subdie) == 0) {
+		Dwarf_Addr base, lo, hi;
+		ptrdiff_t off = 0;
+
+		if (type != DW_UT_compile && type != DW_UT_skeleton &&
+		    type != DW_UT_partial)
+			continue;
+		while ((off = dwarf_ranges(&cudie, off, &base, &lo, &hi)) > 0) {
+			if (m->nranges == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct cu_range *r = realloc(m->ranges, ncap * sizeof(*r));
+
+				if (!r)
+					goto done;
+				m->ranges = r;
+				cap = ncap;
+			}
+			m->ranges[m->nranges].lo = lo;
+			m->ranges[m->nranges].hi = hi;
+			m->ranges[m->nranges].cu = cudie;
+			m->nranges++;
+		}
+	}
+done:
+	if (m->nranges)
+		qsort(m->ranges, m->nranges, sizeof(*m->ranges), range_cmp);
+}
+
+static Dwarf_Die *find_cu(struct symmod *m, Dwarf_Addr addr, Dwarf_Addr *bias)
+{
+	Dwarf_Die *cudie = dwfl_module_addrdie(m->mod, addr, bias);
+	size_t lo = 0, hi;
+
+	if (cudie)
+		return cudie;
+	if (!m->ranges_built)
+		build_ranges(m);
+	if (!dwfl_module_getdwarf(m->mod, bias))
+		return NULL;
+	addr -= *bias;
+	/* Last range starting at or below addr, then back over overlaps. */
+	hi = m->nranges;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->ranges[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo-- > 0)
+		if (addr < m->ranges[lo].hi && addr >= m->ranges[lo].lo)
+			return &m->ranges[lo].cu;
+	return NULL;
+}
+
 /* Linkage name (demangled) first: DW_AT_name lacks C++ scopes and types. */
 static const char *die_function_name(struct symbolizer *s, Dwarf_Die *die)
 {
@@ -359,6 +454,28 @@ static const char *die_function_name(struct symbolizer *s, Dwarf_Die *die)
 		return demangled(s, name);
 	name = dwarf_diename(die);
 	return name ? intern(s, name) : NULL;
+}
+
+/*
+ * Line tables may name files relative to the CU's compilation directory
+ * (clang's DWARF 5 does, and libdw 0.188 leaves them so); reports and JSON
+ * show the full path, as addr2line does.
+ */
+static const char *cu_path(struct symbolizer *s, Dwarf_Die *cudie,
+			   const char *file)
+{
+	Dwarf_Attribute attr;
+	const char *dir;
+	char buf[4096];
+
+	if (!file || file[0] == '/' || !cudie)
+		return file;
+	dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+	if (!dir || !dir[0])
+		return file;
+	if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", dir, file) >= sizeof(buf))
+		return file;
+	return intern(s, buf);
 }
 
 static void add_frame(struct symbolizer *s, const char *fn, const char *file,
@@ -381,22 +498,32 @@ static void add_frame(struct symbolizer *s, const char *fn, const char *file,
  * it was inlined into; the walk ends at the concrete DW_TAG_subprogram.
  * Returns the number of frames added.
  */
-static size_t dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
+static size_t dwarf_frames(struct symbolizer *s, struct symmod *m,
 			   Dwarf_Addr addr)
 {
+	Dwfl_Module *mod = m->mod;
 	Dwarf_Addr bias = 0;
-	Dwarf_Die *cudie, *scopes = NULL, *chain = NULL;
+	Dwarf_Die *cudie, *scopes = NULL, *chain = NULL, split;
 	const char *file = NULL;
 	int line = 0, nscopes, nchain;
 	size_t before = s->tmp_n;
-	Dwfl_Line *ln;
+	Dwarf_Line *ln;
+	uint8_t type;
 
-	cudie = dwfl_module_addrdie(mod, addr, &bias);
+	cudie = find_cu(m, addr, &bias);
 	if (!cudie)
 		return 0;
-	ln = dwfl_module_getsrc(mod, addr);
-	if (ln)
-		file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
+	/* Split DWARF: the functions are in the .dwo's unit, not the skeleton. */
+	if (dwarf_cu_info(cudie->cu, NULL, &type, NULL, &split, NULL, NULL,
+			  NULL) == 0 && type == DW_UT_skeleton &&
+	    dwarf_tag(&split) == DW_TAG_compile_unit)
+		cudie = &split;
+	ln = dwarf_getsrc_die(cudie, addr - bias);
+	if (ln) {
+		file = cu_path(s, cudie, dwarf_linesrc(ln, NULL, NULL));
+		if (dwarf_lineno(ln, &line) != 0)
+			line = 0;
+	}
 	nscopes = dwarf_getscopes(cudie, addr - bias, &scopes);
 	if (nscopes <= 0) {
 		free(scopes);
@@ -426,7 +553,7 @@ static size_t dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
 			if (dwarf_diecu(die, &cu, NULL, NULL) &&
 			    dwarf_getsrcfiles(&cu, &files, NULL) == 0 &&
 			    dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
-				file = dwarf_filesrc(files, val, NULL, NULL);
+				file = cu_path(s, &cu, dwarf_filesrc(files, val, NULL, NULL));
 			if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0)
 				line = (int)val;
 		} else if (tag == DW_TAG_subprogram) {
@@ -457,7 +584,7 @@ static void resolve_into_tmp(struct symbolizer *s, const struct dump_frame *f)
 
 		if (addr > 0)
 			addr--;
-		if (dwarf_frames(s, m->mod, addr) == 0) {
+		if (dwarf_frames(s, m, addr) == 0) {
 			const char *fn = dwfl_module_addrname(m->mod, addr);
 
 			if (fn)
