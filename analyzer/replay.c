@@ -13,9 +13,9 @@
  *
  * A slot is 32 bytes, two to a cache line: everything the per-event path
  * reads on a free (size, site, api, reach class) sits in the slot; the
- * fields only observers and lookups need (usable size, thread) live in a
- * parallel "cold" array of 8 bytes per slot that a free never touches when
- * no observer is registered.
+ * fields only observers and lookups need (usable size, client, thread)
+ * live in a parallel "cold" array of 16 bytes per slot that a free never
+ * touches when no observer is registered.
  */
 
 #define SLOT_SIZE_BITS 48
@@ -29,10 +29,11 @@ struct slot {
 	uint64_t time;
 	uint64_t bits;		/* size | api << 48 | reach << 53 */
 	uint32_t stack;
-	uint32_t client;
+	uint32_t spare;
 };
 
 struct cold {
+	uint64_t client;
 	uint32_t extra;		/* usable - size, saturated; pool map: pool index */
 	uint32_t tid;
 };
@@ -204,7 +205,7 @@ static void slot_to_block(const struct slot *s, const struct cold *c,
 	b->usable = b->size + (pool ? 0 : c->extra);
 	b->time = s->time;
 	b->stack = s->stack;
-	b->client = s->client;
+	b->client = c->client;
 	b->tid = c->tid;
 	b->api = (uint8_t)slot_api(s);
 	b->reach = reach == SLOT_REACH_NONE ? 0xff : (uint8_t)reach;
@@ -531,11 +532,12 @@ static int apply_alloc(struct replay *r, struct dump_event *ev)
 	th = thr_get(r, ev->tid);
 	if (!th)
 		return fail_oom(r);
-	if (ev->api == HTR_API_REALLOC && th->realloc_pending) {
-		if (!ev->old_ptr)
-			ev->old_ptr = th->realloc_old.ptr;
+	/* the reader names the old block; a realloc(p, 0) is not a pair */
+	if (th->realloc_pending &&
+	    (ev->api != HTR_API_REALLOC || ev->old_ptr != th->realloc_old.ptr))
+		th->realloc_pending = 0;
+	if (th->realloc_pending)
 		r->t.reallocs++;
-	}
 	i = lm_put(&r->live, ev->ptr, &found);
 	if (i < 0)
 		return fail_oom(r);
@@ -551,7 +553,8 @@ static int apply_alloc(struct replay *r, struct dump_event *ev)
 	s->bits = size | ((uint64_t)(ev->api & 31u) << SLOT_API_SHIFT) |
 		  ((uint64_t)SLOT_REACH_NONE << SLOT_REACH_SHIFT);
 	s->stack = st->s.stack;
-	s->client = ev->client;
+	s->spare = 0;
+	r->live.c[i].client = ev->client;
 	r->live.c[i].extra = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
 	r->live.c[i].tid = ev->tid;
 
@@ -570,8 +573,7 @@ static int apply_alloc(struct replay *r, struct dump_event *ev)
 	global_peak(r, ev->time);
 	th->last_alloc = ev->ptr;
 	if (r->nobs)
-		notify(r, ev, ev->api == HTR_API_REALLOC && th->realloc_pending ?
-			      &th->realloc_old : NULL);
+		notify(r, ev, th->realloc_pending ? &th->realloc_old : NULL);
 	th->realloc_pending = 0;
 	return 0;
 }
@@ -650,7 +652,8 @@ static int apply_pool_alloc(struct replay *r, struct dump_event *ev)
 	s->bits = (ev->size & SLOT_SIZE_MASK) |
 		  ((uint64_t)SLOT_REACH_NONE << SLOT_REACH_SHIFT);
 	s->stack = st->s.stack;
-	s->client = ev->client;
+	s->spare = 0;
+	r->pool_live.c[i].client = ev->client;
 	r->pool_live.c[i].extra = (uint32_t)p;
 	r->pool_live.c[i].tid = ev->tid;
 	site_touch(r, st);

@@ -24,7 +24,7 @@ struct replay_block {
 	uint64_t usable;
 	uint64_t time;		/* allocation time */
 	uint32_t stack;
-	uint32_t client;
+	uint64_t client;	/* 64-bit like dump_event.client */
 	uint32_t tid;
 	uint8_t api;
 	uint8_t reach;		/* enum htr_reach from the last scan, 0xff = none */
@@ -75,8 +75,7 @@ struct replay;
 /*
  * 'freed' is the block a DUMP_FREE or DUMP_POOL_FREE released (NULL for a
  * free of an unknown pointer); for the DUMP_ALLOC half of a realloc it is the
- * old block the realloc released just before (its size is the old size),
- * and ev->old_ptr is filled in.  A POOL_DESTROY first releases each of the
+ * old block the realloc released just before (its size is the old size).  A POOL_DESTROY first releases each of the
  * pool's live blocks as a synthetic DUMP_POOL_FREE.  'freed' is valid during
  * the call only.
  */

@@ -1,0 +1,156 @@
+/* cmd_help.c - help text of every verb: 'heaptrail help VERB' and 'VERB --help' */
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+/*
+ * One entry per verb.  Adding a verb: add its entry here (usage line first,
+ * then what it does, then its options), in the order of main.c's table.
+ * Lines stay under 80 columns.
+ */
+static const struct help_entry {
+	const char *verb;
+	const char *text;
+} helps[] = {
+	{ "record",
+	  "usage: heaptrail record [-o FILE] [OPTIONS] [--] CMD [ARGS...]\n"
+	  "\n"
+	  "Runs CMD under the shim (libheaptrail.so, set in LD_PRELOAD) and writes\n"
+	  "every heap event with its call stack into a dump.  Exits with CMD's exit\n"
+	  "status, or 128 + N when CMD was killed by signal N.  SIGINT, SIGTERM,\n"
+	  "SIGHUP and SIGQUIT sent to heaptrail are passed on to CMD.\n"
+	  "\n"
+	  "options:\n"
+	  "  -o, --output FILE     dump file name; %p is replaced by the pid, %e by\n"
+	  "                        the executable's name (default\n"
+	  "                        heaptrail.%e.%p.htr in the current directory)\n"
+	  "  --follow-forks=0|1    also record forked children, each into its own\n"
+	  "                        dump (default 1)\n"
+	  "  --depth N             frames per stack, 1 to 256 (default 64)\n"
+	  "  --interval MS         RSS and allocator samples every MS milliseconds\n"
+	  "                        (default 100)\n"
+	  "  --sample BYTES        record only a sample: about one allocation per\n"
+	  "                        BYTES allocated (sizes like 512KiB; default: all)\n"
+	  "  --unwind libunwind|fp stack unwinder: libunwind (exact, default) or\n"
+	  "                        frame pointers (faster; needs code built with\n"
+	  "                        -fno-omit-frame-pointer)\n"
+	  "  --reach               classify the blocks left at exit as definitely,\n"
+	  "                        indirectly or possibly lost or still reachable\n"
+	  "                        (shown by 'heaptrail leaks')\n"
+	  "  --clients=MODE        attribute allocations to clients: off, sockets\n"
+	  "                        or threads (default: only heaptrail.h calls)\n"
+	  "\n"
+	  "The shim is found next to the heaptrail executable, in\n"
+	  "../lib/heaptrail/ when installed, or at $HEAPTRAIL_LIB.  Statically\n"
+	  "linked and setuid programs cannot be recorded (the dynamic loader does\n"
+	  "not preload into them).\n"
+	  "\n"
+	  "example:\n"
+	  "  heaptrail record -o server.htr -- ./server --port 8080\n"
+	  "  heaptrail report server.htr\n" },
+	{ "report",
+	  "usage: heaptrail report DUMP [--top N] [--json]\n"
+	  "\n"
+	  "Summary of a dump: the command, how long it ran and how it ended, the\n"
+	  "number of allocations and frees, bytes allocated, the peak of live heap\n"
+	  "and when it happened, bytes leaked at exit, peak RSS, frees of unknown\n"
+	  "blocks, frees through the wrong function (new[] then free, ...), lost\n"
+	  "events; then the top sites by leaked bytes, by their share of the peak,\n"
+	  "by number of allocations and by temporary allocations (freed right\n"
+	  "after they were made, before the thread allocated anything else).\n"
+	  "\n"
+	  "options:\n"
+	  "  --top N     sites per table (default 10; 0 = all)\n"
+	  "  --json      JSON instead of text (see docs/json.md)\n" },
+	{ "leaks",
+	  "usage: heaptrail leaks DUMP [--top N] [--json]\n"
+	  "\n"
+	  "Every allocation site with blocks still live at exit, most bytes first,\n"
+	  "with full stacks.  When the dump holds a reachability scan (recorded\n"
+	  "with 'heaptrail record --reach' or HEAPTRAIL_REACH=exit), each site's\n"
+	  "bytes are split into definitely lost (no pointer to them anywhere),\n"
+	  "indirectly lost (pointed to only by lost blocks), possibly lost (only\n"
+	  "interior pointers) and still reachable.\n"
+	  "\n"
+	  "options:\n"
+	  "  --top N     at most N sites (default 0 = all)\n"
+	  "  --json      JSON instead of text (see docs/json.md)\n" },
+	{ "help",
+	  "usage: heaptrail help [VERB]\n"
+	  "\n"
+	  "Lists the verbs, or prints the help of one ('heaptrail VERB --help'\n"
+	  "prints the same).\n" },
+};
+
+#define NHELPS (sizeof(helps) / sizeof(helps[0]))
+
+static const struct command *cmds;
+static size_t ncmds;
+
+void help_register(const struct command *c, size_t n)
+{
+	cmds = c;
+	ncmds = n;
+}
+
+int help_verb(const char *verb, FILE *out)
+{
+	size_t i;
+
+	for (i = 0; i < NHELPS; i++) {
+		if (!strcmp(helps[i].verb, verb)) {
+			fputs(helps[i].text, out);
+			return 0;
+		}
+	}
+	/* a verb without an entry yet still says what it is */
+	for (i = 0; i < ncmds; i++) {
+		if (!strcmp(cmds[i].name, verb)) {
+			fprintf(out, "usage: heaptrail %s ...\n\n%s.\n", verb,
+				cmds[i].summary);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+void help_global(FILE *out)
+{
+	size_t i, w = 0;
+
+	fprintf(out,
+		"usage: heaptrail VERB [ARGS...]\n"
+		"\n"
+		"heaptrail records every heap allocation of a program with its call\n"
+		"stack and tells where the memory goes: leaks, peak, growth, clients,\n"
+		"fragmentation.\n"
+		"\n"
+		"verbs:\n");
+	for (i = 0; i < ncmds; i++)
+		if (strlen(cmds[i].name) > w)
+			w = strlen(cmds[i].name);
+	for (i = 0; i < ncmds; i++)
+		fprintf(out, "  %-*s  %s\n", (int)w, cmds[i].name, cmds[i].summary);
+	fprintf(out,
+		"\n"
+		"Run 'heaptrail help VERB' or 'heaptrail VERB --help' for the options of\n"
+		"a verb, 'heaptrail --version' for the version.\n"
+		"\n"
+		"example:\n"
+		"  heaptrail record -o run.htr -- ./server --port 8080\n"
+		"  heaptrail report run.htr\n");
+}
+
+int cmd_help(int argc, char **argv)
+{
+	if (argc < 2) {
+		help_global(stdout);
+		return 0;
+	}
+	if (argc > 2)
+		return cli_usage("help", "'help' takes one verb, not %d", argc - 1);
+	if (help_verb(argv[1], stdout) < 0)
+		return cli_usage(NULL, "unknown verb '%s'", argv[1]);
+	return 0;
+}

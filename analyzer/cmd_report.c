@@ -1,0 +1,535 @@
+/* cmd_report.c - 'heaptrail report': totals, peak, leaks and the top sites of a dump */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "json.h"
+#include "replay.h"
+#include "site.h"
+#include "symbolize.h"
+
+#define DEFAULT_TOP 10
+#define STACK_FRAMES 3		/* callers shown under each site's top frame */
+
+enum rank { BY_LEAKED, BY_PEAK, BY_ALLOCS, BY_TEMPORARY, NRANKS };
+
+struct report {
+	const char *path;
+	struct dump *d;
+	struct replay *r;
+	const struct replay_totals *t;
+	struct site_ctx sc;
+	struct site_stats **sites;	/* every site with at least one allocation */
+	size_t nsites;
+	size_t top;		/* rows per table */
+	int json;
+};
+
+/* ---- ranking ---------------------------------------------------------- */
+
+static int cmp_u64_desc(uint64_t a, uint64_t b)
+{
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* The tie-breaks keep the order stable from run to run. */
+static int cmp_tail(const struct site_stats *a, const struct site_stats *b)
+{
+	int c = cmp_u64_desc(a->allocated_bytes, b->allocated_bytes);
+
+	if (c)
+		return c;
+	return a->stack < b->stack ? -1 : a->stack > b->stack;
+}
+
+static int by_leaked(const void *pa, const void *pb)
+{
+	const struct site_stats *a = *(struct site_stats *const *)pa;
+	const struct site_stats *b = *(struct site_stats *const *)pb;
+	int c = cmp_u64_desc(a->live_bytes, b->live_bytes);
+
+	if (!c)
+		c = cmp_u64_desc(a->live_blocks, b->live_blocks);
+	if (!c)
+		c = cmp_u64_desc(a->peak_bytes, b->peak_bytes);
+	return c ? c : cmp_tail(a, b);
+}
+
+static int by_peak(const void *pa, const void *pb)
+{
+	const struct site_stats *a = *(struct site_stats *const *)pa;
+	const struct site_stats *b = *(struct site_stats *const *)pb;
+	int c = cmp_u64_desc(a->peak_bytes, b->peak_bytes);
+
+	return c ? c : cmp_tail(a, b);
+}
+
+static int by_allocs(const void *pa, const void *pb)
+{
+	const struct site_stats *a = *(struct site_stats *const *)pa;
+	const struct site_stats *b = *(struct site_stats *const *)pb;
+	int c = cmp_u64_desc(a->allocations, b->allocations);
+
+	return c ? c : cmp_tail(a, b);
+}
+
+static int by_temporary(const void *pa, const void *pb)
+{
+	const struct site_stats *a = *(struct site_stats *const *)pa;
+	const struct site_stats *b = *(struct site_stats *const *)pb;
+	int c = cmp_u64_desc(a->temporary, b->temporary);
+
+	if (!c)
+		c = cmp_u64_desc(a->allocations, b->allocations);
+	return c ? c : cmp_tail(a, b);
+}
+
+static int (*const rank_cmp[NRANKS])(const void *, const void *) = {
+	by_leaked, by_peak, by_allocs, by_temporary,
+};
+
+/* Whether a site belongs in a table at all. */
+static int ranks(enum rank k, const struct site_stats *s)
+{
+	switch (k) {
+	case BY_LEAKED:
+		return s->live_blocks > 0;
+	case BY_PEAK:
+		return s->peak_bytes > 0;
+	case BY_ALLOCS:
+		return s->allocations > 0;
+	default:
+		return s->temporary > 0;
+	}
+}
+
+/* The first 'top' sites of a ranking, in a new array; *n is its length. */
+static struct site_stats **ranked(const struct report *rp, enum rank k,
+				  size_t *n)
+{
+	struct site_stats **v = malloc((rp->nsites + 1) * sizeof(*v));
+	size_t i, m = 0;
+
+	if (!v) {
+		*n = 0;
+		return NULL;
+	}
+	for (i = 0; i < rp->nsites; i++)
+		if (ranks(k, rp->sites[i]))
+			v[m++] = rp->sites[i];
+	qsort(v, m, sizeof(*v), rank_cmp[k]);
+	*n = rp->top && m > rp->top ? rp->top : m;
+	return v;
+}
+
+/* ---- text ------------------------------------------------------------- */
+
+static const char *end_text(const struct replay_totals *t)
+{
+	static char buf[256];
+
+	switch (t->end_how) {
+	case HTR_END_EXIT:
+		snprintf(buf, sizeof(buf), "exited with status %d", t->end_status);
+		break;
+	case HTR_END_SIGNAL:
+		snprintf(buf, sizeof(buf), "killed by %s (signal %d)",
+			 cli_signame(t->end_status), t->end_status);
+		break;
+	case HTR_END_EXEC:
+		snprintf(buf, sizeof(buf),
+			 "replaced itself with exec (the new program has its own dump)");
+		break;
+	case HTR_END_UNKNOWN:
+		snprintf(buf, sizeof(buf),
+			 "unknown (the shim was unloaded without seeing the exit)");
+		break;
+	default:
+		snprintf(buf, sizeof(buf),
+			 "no end record: the dump stops at %s (killed by SIGKILL or the OOM killer, or still running)",
+			 cli_at(t->duration));
+	}
+	return buf;
+}
+
+static const char *lost_reason(int reason)
+{
+	switch (reason) {
+	case HTR_LOST_DISK:
+		return "the dump could not be written: disk full or I/O error";
+	case HTR_LOST_MEMORY:
+		return "the shim could not map memory";
+	case HTR_LOST_REENTRANT:
+		return "made inside the shim, by a signal handler";
+	case HTR_LOST_STACKS:
+		return "stack table full: events kept, their stacks truncated";
+	default:
+		return "reason unknown";
+	}
+}
+
+/* "leaked at exit" only when the process exited: otherwise still live. */
+static const char *leak_word(const struct replay_totals *t)
+{
+	return t->end_how == HTR_END_EXIT ? "leaked at exit" : "live at the end";
+}
+
+static void print_site(struct report *rp, const struct site_stats *s,
+		       const char *figure)
+{
+	printf("  %s\n      ", figure);
+	site_print(stdout, &rp->sc, s->stack, 8, STACK_FRAMES);
+}
+
+static void print_table(struct report *rp, enum rank k, const char *title,
+			const char *none)
+{
+	struct site_stats **v;
+	size_t n, i;
+	char fig[256];
+
+	v = ranked(rp, k, &n);
+	printf("\n%s\n", title);
+	if (!n)
+		printf("  %s\n", none);
+	for (i = 0; i < n; i++) {
+		const struct site_stats *s = v[i];
+
+		switch (k) {
+		case BY_LEAKED:
+			snprintf(fig, sizeof(fig),
+				 "%s in %s block%s (%s of %s allocations not freed)",
+				 cli_bytes(s->live_bytes), cli_count(s->live_blocks),
+				 s->live_blocks == 1 ? "" : "s",
+				 cli_count(s->live_blocks), cli_count(s->allocations));
+			break;
+		case BY_PEAK:
+			snprintf(fig, sizeof(fig), "%s at the peak (%s of it)",
+				 cli_bytes(s->peak_bytes),
+				 cli_percent(s->peak_bytes, rp->t->peak_live_bytes));
+			break;
+		case BY_ALLOCS:
+			snprintf(fig, sizeof(fig), "%s allocations, %s in total",
+				 cli_count(s->allocations),
+				 cli_bytes(s->allocated_bytes));
+			break;
+		default:
+			snprintf(fig, sizeof(fig),
+				 "%s temporary of %s allocations (%s)",
+				 cli_count(s->temporary), cli_count(s->allocations),
+				 cli_percent(s->temporary, s->allocations));
+		}
+		print_site(rp, s, fig);
+	}
+	free(v);
+}
+
+static void print_mismatches(struct report *rp)
+{
+	struct site_stats **v = malloc((rp->nsites + 1) * sizeof(*v));
+	size_t i, m = 0, shown;
+	char buf[512];
+
+	if (!v)
+		return;
+	for (i = 0; i < rp->nsites; i++)
+		if (rp->sites[i]->mismatches)
+			v[m++] = rp->sites[i];
+	qsort(v, m, sizeof(*v), by_allocs);
+	shown = rp->top && m > rp->top ? rp->top : m;
+	for (i = 0; i < shown; i++)
+		printf("                 %s x %s\n", cli_count(v[i]->mismatches),
+		       site_label(&rp->sc, v[i]->stack, buf, sizeof(buf)));
+	if (shown < m)
+		printf("                 ... and %s more sites\n",
+		       cli_count(m - shown));
+	free(v);
+}
+
+static void report_text(struct report *rp)
+{
+	const struct dump_process *p = dump_process(rp->d);
+	const struct replay_totals *t = rp->t;
+	char *cmdline = cli_join_argv(p->argv);
+
+	printf("heaptrail report for '%s'\n\n", rp->path);
+	if (t->lost_events)
+		printf("!!! %s events were lost (%s): every figure below is incomplete !!!\n\n",
+		       cli_count(t->lost_events), lost_reason(t->lost_reason));
+	printf("command        %s\n", cmdline && *cmdline ? cmdline : p->exe ? p->exe : "?");
+	if (p->exe && p->argv && p->argv[0] && strcmp(p->exe, p->argv[0]))
+		printf("executable     %s\n", p->exe);
+	printf("pid            %u (parent %u)%s%s\n", p->pid, p->ppid,
+	       p->flags & HTR_PF_FOLLOWED_FORK ? ", a forked child" : "",
+	       p->flags & HTR_PF_AFTER_EXEC ? ", started by exec" : "");
+	printf("duration       %s\n", cli_duration(t->duration));
+	printf("ended          %s\n", end_text(t));
+	if (p->sample_bytes)
+		printf("sampled        one allocation per %s allocated: counts are estimates\n",
+		       cli_bytes(p->sample_bytes));
+	printf("allocations    %s (%s temporary, %s by realloc)\n",
+	       cli_count(t->allocations), cli_count(t->temporary),
+	       cli_count(t->reallocs));
+	printf("frees          %s\n", cli_count(t->frees));
+	printf("allocated      %s in total\n", cli_bytes(t->allocated_bytes));
+	printf("peak heap      %s live at %s\n", cli_bytes(t->peak_live_bytes),
+	       cli_at(t->peak_time));
+	printf("%-14s %s in %s block%s\n",
+	       t->end_how == HTR_END_EXIT ? "leaked" : "live at end",
+	       cli_bytes(t->live_bytes), cli_count(t->live_blocks),
+	       t->live_blocks == 1 ? "" : "s");
+	if (t->peak_rss_bytes)
+		printf("peak RSS       %s at %s\n", cli_bytes(t->peak_rss_bytes),
+		       cli_at(t->peak_rss_time));
+	else
+		printf("peak RSS       not sampled\n");
+	if (t->pool_allocations)
+		printf("pool blocks    %s allocations, %s live in %s blocks\n",
+		       cli_count(t->pool_allocations), cli_bytes(t->pool_live_bytes),
+		       cli_count(t->pool_live_blocks));
+	printf("unknown frees  %s%s\n", cli_count(t->unknown_frees),
+	       t->unknown_frees ? " (blocks allocated before recording began, or by lost events)" : "");
+	printf("mismatches     %s%s\n", cli_count(t->mismatches),
+	       t->mismatches ? " blocks freed through the wrong family (malloc/free, new/delete, new[]/delete[]):" : "");
+	if (t->mismatches)
+		print_mismatches(rp);
+	if (t->lost_events)
+		printf("lost events    %s (%s)\n", cli_count(t->lost_events),
+		       lost_reason(t->lost_reason));
+	else
+		printf("lost events    0\n");
+
+	{
+		char title[128];
+
+		snprintf(title, sizeof(title), "Top sites by bytes %s:",
+			 leak_word(t));
+		print_table(rp, BY_LEAKED, title, "none: every block was freed");
+	}
+	print_table(rp, BY_PEAK, "Top sites at the peak of live heap:",
+		    "none: nothing was live");
+	print_table(rp, BY_ALLOCS, "Top sites by number of allocations:",
+		    "none: nothing was allocated");
+	print_table(rp, BY_TEMPORARY,
+		    "Top sites by temporary allocations (freed right after they were made):",
+		    "none");
+	free(cmdline);
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+static const char *end_name(int how)
+{
+	switch (how) {
+	case HTR_END_EXIT:
+		return "exit";
+	case HTR_END_SIGNAL:
+		return "signal";
+	case HTR_END_EXEC:
+		return "exec";
+	case HTR_END_UNKNOWN:
+		return "unknown";
+	default:
+		return NULL;
+	}
+}
+
+static void json_process(struct json *j, const struct dump_process *p)
+{
+	int i;
+
+	json_key(j, "process");
+	json_obj_begin(j);
+	json_kv_u64(j, "pid", p->pid);
+	json_kv_u64(j, "ppid", p->ppid);
+	json_kv_str(j, "exe", p->exe);
+	json_key(j, "argv");
+	json_arr_begin(j);
+	for (i = 0; p->argv && p->argv[i]; i++)
+		json_str(j, p->argv[i]);
+	json_arr_end(j);
+	json_kv_u64(j, "sample_bytes", p->sample_bytes);
+	json_key(j, "forked_child");
+	json_bool(j, !!(p->flags & HTR_PF_FOLLOWED_FORK));
+	json_obj_end(j);
+}
+
+static void json_totals(struct json *j, const struct replay_totals *t)
+{
+	json_key(j, "totals");
+	json_obj_begin(j);
+	json_kv_u64(j, "allocations", t->allocations);
+	json_kv_u64(j, "frees", t->frees);
+	json_kv_u64(j, "reallocs", t->reallocs);
+	json_kv_u64(j, "allocated_bytes", t->allocated_bytes);
+	json_kv_u64(j, "peak_live_bytes", t->peak_live_bytes);
+	json_kv_double(j, "peak_time_seconds", (double)t->peak_time / 1e9);
+	json_kv_u64(j, "leaked_bytes", t->live_bytes);
+	json_kv_u64(j, "leaked_blocks", t->live_blocks);
+	json_kv_u64(j, "peak_rss_bytes", t->peak_rss_bytes);
+	json_kv_u64(j, "last_rss_bytes", t->last_rss_bytes);
+	json_kv_double(j, "duration_seconds", (double)t->duration / 1e9);
+	json_kv_u64(j, "temporary", t->temporary);
+	json_kv_u64(j, "unknown_frees", t->unknown_frees);
+	json_kv_u64(j, "mismatches", t->mismatches);
+	json_kv_u64(j, "lost_events", t->lost_events);
+	json_kv_u64(j, "pool_allocations", t->pool_allocations);
+	json_kv_u64(j, "pool_live_bytes", t->pool_live_bytes);
+	json_key(j, "end");
+	json_obj_begin(j);
+	json_kv_str(j, "how", end_name(t->end_how));
+	json_key(j, "status");
+	if (t->end_how == HTR_END_EXIT || t->end_how == HTR_END_SIGNAL)
+		json_i64(j, t->end_status);
+	else
+		json_null(j);
+	json_obj_end(j);
+	json_obj_end(j);
+}
+
+static void json_site(struct json *j, struct report *rp,
+		      const struct site_stats *s)
+{
+	json_obj_begin(j);
+	site_json_fields(j, &rp->sc, s->stack);
+	json_kv_u64(j, "leaked_bytes", s->live_bytes);
+	json_kv_u64(j, "leaked_blocks", s->live_blocks);
+	json_kv_u64(j, "peak_bytes", s->peak_bytes);
+	json_kv_u64(j, "max_live_bytes", s->max_live_bytes);
+	json_kv_u64(j, "allocations", s->allocations);
+	json_kv_u64(j, "allocated_bytes", s->allocated_bytes);
+	json_kv_u64(j, "frees", s->frees);
+	json_kv_u64(j, "temporary", s->temporary);
+	json_kv_u64(j, "mismatches", s->mismatches);
+	json_obj_end(j);
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (void *const *)a;
+	uintptr_t y = (uintptr_t) * (void *const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The sites of JSON: those any text table would show (the top N of each
+ * ranking; all sites with --top 0), sorted by leaked bytes, then peak.
+ */
+static void report_json(struct report *rp)
+{
+	struct site_stats **all = malloc((rp->nsites * NRANKS + 1) * sizeof(*all));
+	size_t nall = 0, i, k;
+	struct json j;
+
+	if (!all) {
+		cli_error("out of memory");
+		return;
+	}
+	for (k = 0; k < NRANKS; k++) {
+		size_t n;
+		struct site_stats **v = ranked(rp, (enum rank)k, &n);
+
+		for (i = 0; v && i < n; i++)
+			all[nall++] = v[i];
+		free(v);
+	}
+	qsort(all, nall, sizeof(*all), cmp_ptr);
+	for (i = k = 0; i < nall; i++)
+		if (!k || all[k - 1] != all[i])
+			all[k++] = all[i];
+	nall = k;
+	qsort(all, nall, sizeof(*all), by_leaked);
+
+	json_init(&j, stdout, 0);
+	json_obj_begin(&j);
+	json_kv_str(&j, "dump", rp->path);
+	json_process(&j, dump_process(rp->d));
+	json_totals(&j, rp->t);
+	json_key(&j, "sites");
+	json_arr_begin(&j);
+	for (i = 0; i < nall; i++)
+		json_site(&j, rp, all[i]);
+	json_arr_end(&j);
+	json_obj_end(&j);
+	json_finish(&j);
+	free(all);
+}
+
+/* ---- the verb --------------------------------------------------------- */
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "top", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct report rp;
+	struct site_stats **all;
+	size_t n, i;
+	int c, top = DEFAULT_TOP;
+
+	memset(&rp, 0, sizeof(rp));
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (cli_parse_top(optarg, &top) < 0)
+				return cli_usage("report", "--top wants a number of sites, not '%s'",
+						 optarg);
+			break;
+		case 'j':
+			rp.json = 1;
+			break;
+		case 'h':
+			help_verb("report", stdout);
+			return 0;
+		default:
+			return cli_bad_option("report", c, argv);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage("report", "which dump? usage: heaptrail report DUMP [--top N] [--json]");
+	if (optind + 1 < argc)
+		return cli_usage("report", "one dump at a time, not %d ('%s' ...)",
+				 argc - optind, argv[optind + 1]);
+	rp.path = argv[optind];
+	rp.top = (size_t)top;
+	if (cli_replay_dump(rp.path, &rp.d, &rp.r) < 0)
+		return CLI_USAGE;
+	rp.t = replay_totals(rp.r);
+	all = replay_sites(rp.r, &n);
+	rp.sites = malloc((n + 1) * sizeof(*rp.sites));
+	rp.sc.dump = rp.d;
+	rp.sc.sym = sym_new(rp.d);
+	if (!rp.sites || !rp.sc.sym) {
+		cli_error("out of memory");
+		free(rp.sites);
+		sym_free(rp.sc.sym);
+		replay_free(rp.r);
+		dump_close(rp.d);
+		return CLI_USAGE;
+	}
+	for (i = 0; i < n; i++)
+		if (all[i]->allocations)
+			rp.sites[rp.nsites++] = all[i];
+	if (rp.json)
+		report_json(&rp);
+	else
+		report_text(&rp);
+	fflush(stdout);
+	if (rp.t->lost_events)
+		cli_warn("%s events were lost (%s): the figures are incomplete",
+			 cli_count(rp.t->lost_events), lost_reason(rp.t->lost_reason));
+	sym_print_warnings(rp.sc.sym);
+	sym_free(rp.sc.sym);
+	free(rp.sites);
+	replay_free(rp.r);
+	dump_close(rp.d);
+	return 0;
+}

@@ -1,0 +1,36 @@
+/* commands.h - the verbs of the heaptrail CLI, one line each */
+#ifndef HT_COMMANDS_H
+#define HT_COMMANDS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/*
+ * Adding a verb: write cmd_VERB.c with int cmd_VERB(int argc, char **argv),
+ * declare it below, add one line to the table in main.c and one entry with
+ * its help text to the table in cmd_help.c.
+ *
+ * A verb gets argv[0] = its own name and the arguments after it.  It returns
+ * the process exit status: 0 ok, 2 usage or input errors (CLI_USAGE), and
+ * whatever else the verb documents (gate: 1 over the limits).
+ */
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;	/* one line for 'heaptrail --help' */
+};
+
+int cmd_help(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_leaks(int argc, char **argv);
+
+/* cmd_help.c.  main() hands the verb table over before dispatching. */
+void help_register(const struct command *cmds, size_t n);
+/* Prints the help of 'verb' to out: 0, or -1 for an unknown verb. */
+int help_verb(const char *verb, FILE *out);
+/* The global usage and the list of verbs. */
+void help_global(FILE *out);
+
+#endif
