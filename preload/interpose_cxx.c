@@ -1,0 +1,222 @@
+/* interpose_cxx.c - every C++ operator new and delete, recorded with its family */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "shim.h"
+
+/*
+ * Written in C with the Itanium C++ ABI names.  The allocation itself is the
+ * real malloc (as libstdc++ does); only when it fails do we hand over to the
+ * real operator, which runs the new_handler loop and throws std::bad_alloc
+ * (or returns NULL for nothrow).  That path is untraced but rare: the retry
+ * inside the real operator is seen as a malloc.
+ */
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_align_fn)(size_t, size_t);
+typedef void *(*new_nothrow_fn)(size_t, const void *);
+typedef void *(*new_align_nothrow_fn)(size_t, size_t, const void *);
+
+static void *real_op(const char *name)
+{
+	void *f = dlsym(RTLD_NEXT, name);
+
+	return f;
+}
+
+static void *record(unsigned api, void *p, size_t size)
+{
+	if (p) {
+		int saved = errno;
+		struct ht_capture c;
+
+		stacks_capture(&c);
+		ev_alloc(api, p, size, &c);
+		errno = saved;
+	}
+	ht_in_shim = 0;
+	return p;
+}
+
+/*
+ * Untraced calls (re-entry, not tracing) take the same real allocation but
+ * leave the guard as it was.  Returns the block, or NULL after the fallback
+ * was asked to deal with the failure (its result is then in *out).
+ */
+static int begin(void)
+{
+	int tr = ht_tracing();
+
+	if (!ht_real.malloc)
+		real_resolve();
+	if (tr)
+		ht_in_shim = 1;
+	return tr;
+}
+
+static void *finish(int tr, unsigned api, void *p, size_t size)
+{
+	return tr ? record(api, p, size) : p;
+}
+
+static void *plain_new(unsigned api, size_t size, const char *fallback)
+{
+	int tr = begin();
+	void *p = ht_real.malloc(size ? size : 1);
+	new_fn f;
+
+	if (HT_LIKELY(p != NULL))
+		return finish(tr, api, p, size);
+	if (tr)
+		ht_in_shim = 0;
+	f = (new_fn)real_op(fallback);
+	return f ? f(size) : NULL;
+}
+
+static void *aligned_new(unsigned api, size_t size, size_t align, const char *fallback)
+{
+	int tr = begin();
+	void *p = NULL;
+	new_align_fn f;
+
+	if (HT_LIKELY(ht_real.posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+					     size ? size : 1) == 0))
+		return finish(tr, api, p, size);
+	if (tr)
+		ht_in_shim = 0;
+	f = (new_align_fn)real_op(fallback);
+	return f ? f(size, align) : NULL;
+}
+
+static void *nothrow_new(unsigned api, size_t size, const void *tag, const char *fallback)
+{
+	int tr = begin();
+	void *p = ht_real.malloc(size ? size : 1);
+	new_nothrow_fn f;
+
+	if (HT_LIKELY(p != NULL))
+		return finish(tr, api, p, size);
+	if (tr)
+		ht_in_shim = 0;
+	f = (new_nothrow_fn)real_op(fallback);
+	return f ? f(size, tag) : NULL;
+}
+
+static void *aligned_nothrow_new(unsigned api, size_t size, size_t align,
+				 const void *tag, const char *fallback)
+{
+	int tr = begin();
+	void *p = NULL;
+	new_align_nothrow_fn f;
+
+	if (HT_LIKELY(ht_real.posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+					     size ? size : 1) == 0))
+		return finish(tr, api, p, size);
+	if (tr)
+		ht_in_shim = 0;
+	f = (new_align_nothrow_fn)real_op(fallback);
+	return f ? f(size, align, tag) : NULL;
+}
+
+static void op_delete(unsigned api, void *ptr)
+{
+	int saved;
+
+	if (!ptr || bootstrap_owns(ptr))
+		return;
+	if (HT_UNLIKELY(!ht_tracing())) {
+		if (ht_real.free || real_resolve() == 0)
+			ht_real.free(ptr);
+		return;
+	}
+	ht_in_shim = 1;
+	saved = errno;
+	ev_free(api, ptr);
+	errno = saved;
+	ht_real.free(ptr);
+	ht_in_shim = 0;
+}
+
+/* operator new / new[] */
+HT_EXPORT void *_Znwm(size_t n);
+HT_EXPORT void *_Znam(size_t n);
+HT_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t);
+HT_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t);
+HT_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a);
+HT_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a);
+HT_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t);
+HT_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t);
+/* operator delete / delete[] */
+HT_EXPORT void _ZdlPv(void *p);
+HT_EXPORT void _ZdaPv(void *p);
+HT_EXPORT void _ZdlPvm(void *p, size_t n);
+HT_EXPORT void _ZdaPvm(void *p, size_t n);
+HT_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t);
+HT_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t);
+HT_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a);
+HT_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a);
+HT_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a);
+HT_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a);
+HT_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t);
+HT_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t);
+
+void *_Znwm(size_t n) { return plain_new(HTR_API_NEW, n, "_Znwm"); }
+void *_Znam(size_t n) { return plain_new(HTR_API_NEW_ARRAY, n, "_Znam"); }
+void *_ZnwmRKSt9nothrow_t(size_t n, const void *t)
+{
+	return nothrow_new(HTR_API_NEW, n, t, "_ZnwmRKSt9nothrow_t");
+}
+void *_ZnamRKSt9nothrow_t(size_t n, const void *t)
+{
+	return nothrow_new(HTR_API_NEW_ARRAY, n, t, "_ZnamRKSt9nothrow_t");
+}
+void *_ZnwmSt11align_val_t(size_t n, size_t a)
+{
+	return aligned_new(HTR_API_NEW, n, a, "_ZnwmSt11align_val_t");
+}
+void *_ZnamSt11align_val_t(size_t n, size_t a)
+{
+	return aligned_new(HTR_API_NEW_ARRAY, n, a, "_ZnamSt11align_val_t");
+}
+void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
+{
+	return aligned_nothrow_new(HTR_API_NEW, n, a, t, "_ZnwmSt11align_val_tRKSt9nothrow_t");
+}
+void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
+{
+	return aligned_nothrow_new(HTR_API_NEW_ARRAY, n, a, t, "_ZnamSt11align_val_tRKSt9nothrow_t");
+}
+
+void _ZdlPv(void *p) { op_delete(HTR_API_DELETE, p); }
+void _ZdaPv(void *p) { op_delete(HTR_API_DELETE_ARRAY, p); }
+void _ZdlPvm(void *p, size_t n) { (void)n; op_delete(HTR_API_DELETE, p); }
+void _ZdaPvm(void *p, size_t n) { (void)n; op_delete(HTR_API_DELETE_ARRAY, p); }
+void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; op_delete(HTR_API_DELETE, p); }
+void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; op_delete(HTR_API_DELETE_ARRAY, p); }
+void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; op_delete(HTR_API_DELETE, p); }
+void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; op_delete(HTR_API_DELETE_ARRAY, p); }
+void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a)
+{
+	(void)n;
+	(void)a;
+	op_delete(HTR_API_DELETE, p);
+}
+void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
+{
+	(void)n;
+	(void)a;
+	op_delete(HTR_API_DELETE_ARRAY, p);
+}
+void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
+{
+	(void)a;
+	(void)t;
+	op_delete(HTR_API_DELETE, p);
+}
+void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
+{
+	(void)a;
+	(void)t;
+	op_delete(HTR_API_DELETE_ARRAY, p);
+}

@@ -1,0 +1,71 @@
+/* real.c - finds the real allocator under the shim; bootstrap pool for dlsym */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "shim.h"
+
+struct ht_real ht_real;
+
+/*
+ * dlsym() itself may call calloc/malloc (for its error state) before we know
+ * where the real ones are.  Those few requests are served from this static
+ * pool and never returned; free() recognises pool pointers and ignores them.
+ */
+static uint8_t pool[64 << 10] __attribute__((aligned(64)));
+static _Atomic size_t pool_used;
+
+void *bootstrap_alloc(size_t size, size_t align)
+{
+	size_t off, start;
+
+	if (align < 16)
+		align = 16;
+	do {
+		off = atomic_load(&pool_used);
+		start = (off + align - 1) & ~(align - 1);
+		if (start + size > sizeof(pool) || start + size < start)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&pool_used, &off, start + size));
+	memset(pool + start, 0, size);
+	return pool + start;
+}
+
+size_t bootstrap_room(const void *p)
+{
+	return (size_t)(pool + sizeof(pool) - (const uint8_t *)p);
+}
+
+int bootstrap_owns(const void *p)
+{
+	return (const uint8_t *)p >= pool && (const uint8_t *)p < pool + sizeof(pool);
+}
+
+int real_resolve(void)
+{
+	static _Atomic int state;	/* 0 unresolved, 1 resolving, 2 done */
+	int expected = 0;
+
+	if (atomic_load_explicit(&state, memory_order_acquire) == 2)
+		return 0;
+	if (!atomic_compare_exchange_strong(&state, &expected, 1)) {
+		/* Another thread is resolving; the caller uses the pool meanwhile. */
+		return atomic_load(&state) == 2 ? 0 : -1;
+	}
+#define RESOLVE(name) \
+	*(void **)&ht_real.name = dlsym(RTLD_NEXT, #name)
+	RESOLVE(malloc);
+	RESOLVE(free);
+	RESOLVE(calloc);
+	RESOLVE(realloc);
+	RESOLVE(reallocarray);
+	RESOLVE(posix_memalign);
+	RESOLVE(aligned_alloc);
+	RESOLVE(memalign);
+	RESOLVE(valloc);
+	RESOLVE(pvalloc);
+	RESOLVE(malloc_usable_size);
+#undef RESOLVE
+	atomic_store_explicit(&state, 2, memory_order_release);
+	return ht_real.malloc && ht_real.free && ht_real.calloc &&
+	       ht_real.realloc ? 0 : -1;
+}

@@ -1,0 +1,257 @@
+/* shim.h - private interfaces between the files of libheaptrail.so */
+#ifndef HT_SHIM_H
+#define HT_SHIM_H
+
+/*
+ * Invariants of the shim (DESIGN.md, "Rules the shim lives by"):
+ * - nothing here allocates through malloc: memory comes from region_*()
+ *   (mmap), bounded per region;
+ * - no stdio: messages go through ht_msg() and write(2);
+ * - the event path takes no global lock: a thread writes into its own buffer
+ *   under its own tiny state word (thread.c); the global spinlocks guard only
+ *   buffer hand-off (once per buffer) and are re-initialised in a forked child;
+ * - re-entry (a signal handler or our own dependencies calling malloc while
+ *   the shim is busy on this thread) passes straight to the real allocator.
+ */
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "htr_format.h"
+#include "htr_varint.h"
+
+#define HT_EXPORT __attribute__((visibility("default")))
+#define HT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HT_CACHELINE 64
+
+/* ---- config.c: HEAPTRAIL_* settings, read once at start ---- */
+struct ht_config {
+	char out_pattern[1024];
+	unsigned depth;		/* frames kept, <= HTR_MAX_DEPTH */
+	unsigned interval_ms;	/* flush and sample period */
+	int follow;		/* record forked children and exec'd images */
+	int unwind;		/* enum htr_unwind */
+	uint64_t sample_bytes;	/* 0 = record every event */
+	int clients;		/* enum ht_clients_mode */
+	int mark_signal;	/* 0 = none */
+	int reach_at_exit;
+	int quiet;
+};
+
+enum ht_clients_mode { HT_CLIENTS_OFF, HT_CLIENTS_SOCKETS, HT_CLIENTS_THREADS };
+
+extern struct ht_config ht_cfg;
+void config_load(void);
+
+/* ---- fmt.c: formatting without stdio ---- */
+struct ht_str {
+	char *buf;
+	size_t len, cap;
+};
+void str_init(struct ht_str *s, char *buf, size_t cap);
+void str_add(struct ht_str *s, const char *text);
+void str_add_n(struct ht_str *s, const char *text, size_t n);
+void str_add_u64(struct ht_str *s, uint64_t v);
+/* "heaptrail: " + text + "\n" on stderr, unless HEAPTRAIL_QUIET. */
+void ht_msg(const char *text);
+int ht_parse_u64(const char *s, uint64_t *out);
+
+/* ---- region.c: mmap-backed memory, never malloc ---- */
+struct ht_region {
+	uint8_t *base;
+	size_t reserved;	/* address space reserved */
+	_Atomic size_t used;
+};
+int region_reserve(struct ht_region *r, size_t bytes);
+/* Bump allocation, 16-byte aligned; NULL when the region is exhausted. */
+void *region_alloc(struct ht_region *r, size_t bytes);
+/* Forget every allocation and give the pages back (a forked child). */
+void region_reset(struct ht_region *r);
+/* Total bytes handed out by all regions: the shim's own footprint. */
+uint64_t region_total_used(void);
+
+/* ---- real.c: the allocator under us, and the bootstrap pool ---- */
+struct ht_real {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*malloc_usable_size)(void *);
+};
+extern struct ht_real ht_real;
+/* Resolve the real functions; safe to call repeatedly.  0 when resolved. */
+int real_resolve(void);
+/* dlsym() may calloc before the real allocator is known: a static pool. */
+void *bootstrap_alloc(size_t size, size_t align);
+int bootstrap_owns(const void *p);
+size_t bootstrap_room(const void *p);	/* bytes from p to the pool's end */
+
+/* ---- clock ---- */
+extern uint64_t ht_start_ns;	/* CLOCK_MONOTONIC at start */
+
+static inline uint64_t ht_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t ht_now(void)
+{
+	return ht_mono_ns() - ht_start_ns;
+}
+
+/* ---- state shared by the files ---- */
+enum ht_phase {
+	HT_OFF = 0,		/* not started yet */
+	HT_STARTING,		/* initialisation in progress */
+	HT_ON,			/* tracing */
+	HT_STOPPED,		/* finished, or could not start: pass through */
+};
+extern _Atomic int ht_phase;
+extern _Atomic uint64_t ht_lost[5];	/* by enum htr_lost */
+
+/* Per-thread recursion guard and state pointer (initial-exec TLS). */
+struct ht_thread;
+extern __thread int ht_in_shim;
+extern __thread struct ht_thread *ht_self;
+
+/* ---- stacks.c: capture and intern ---- */
+struct ht_capture {
+	uintptr_t ips[HTR_MAX_DEPTH];
+	unsigned depth;
+};
+int stacks_init(void);
+void stacks_reset(void);	/* forked child: forget every stack */
+/* Capture the caller's stack, skipping the shim's own frames. */
+void stacks_capture(struct ht_capture *c);
+/*
+ * Intern a captured stack: returns its id and sets *is_new when this call
+ * created it (the caller then writes its definition before the event).
+ */
+uint32_t stacks_intern(const struct ht_capture *c, int *is_new);
+/* A module was unloaded: addresses may now mean other code. */
+void stacks_new_epoch(void);
+/* The shim's own text, for skipping frames. */
+void stacks_set_self_range(uintptr_t lo, uintptr_t hi);
+
+/* ---- thread.c: per-thread buffers, hand-off and the writer's steal ---- */
+#define HT_BUF_BYTES (32u << 10)
+#define HT_EVENT_MAX 80		/* largest event but a stack definition */
+
+struct ht_buf {
+	struct ht_buf *next;
+	uint32_t tid;
+	uint32_t len;
+	uint32_t nevents;
+	uint64_t base_time;
+	uint8_t data[HT_BUF_BYTES];
+};
+
+int threads_init(void);
+void threads_reset_after_fork(void);
+/* Open the calling thread's buffer for one event with 'need' bytes of room. */
+struct ht_thread *thread_begin(size_t need);
+uint8_t *thread_pos(struct ht_thread *t);
+/* Time for the event being written: now, and the delta to write. */
+uint64_t thread_delta(struct ht_thread *t, uint64_t now);
+void thread_commit(struct ht_thread *t, uint8_t *end, uintptr_t last_ptr);
+uintptr_t thread_last_ptr(struct ht_thread *t);
+void thread_end(struct ht_thread *t);
+uint64_t thread_client(struct ht_thread *t);
+void thread_set_client(struct ht_thread *t, uint64_t client);
+/* Writer side. */
+struct ht_buf *threads_take_full(void);		/* whole queue, oldest first */
+int threads_steal_all(uint64_t deadline_ns);	/* 0 when every thread was visited */
+void threads_recycle(struct ht_buf *b);
+void threads_reap(void);	/* recycle threads that have exited */
+void thread_exiting(void);	/* key destructor: flush and mark */
+
+/* ---- events.c: encoding events into the thread buffer ---- */
+void ev_alloc(unsigned api, void *ptr, size_t size, const struct ht_capture *c);
+void ev_free(unsigned api, void *ptr);
+struct ev_realloc_ctx {
+	struct ht_thread *t;
+	uint8_t *p;
+	uint32_t id;
+	uint64_t t_before;
+};
+/* Opens the event (thread BUSY); -1 when it cannot be recorded. */
+int ev_realloc_begin(struct ev_realloc_ctx *x, const struct ht_capture *c);
+/* After the real call; new_ptr NULL with size > 0 means it failed. */
+void ev_realloc_end(struct ev_realloc_ctx *x, unsigned api, void *old,
+		    void *new_ptr, size_t size);
+/* Control events: sub is enum htr_sub. */
+void ev_control(unsigned sub, uint64_t a, uint64_t b, const char *text);
+
+/* ---- writer.c: the writer thread and the dump file ---- */
+int writer_open(void);		/* opens the dump, writes the first frame */
+int writer_start_thread(void);
+void writer_wake(void);		/* a full buffer is waiting */
+/* Final flush: end record, last frame; waits for the writer (bounded). */
+void writer_finish(int how, int status);
+void writer_reset_after_fork(void);
+int writer_restart_in_child(unsigned generation);
+/* Ask for a full round (everything so far on disk) and wait for it. */
+void writer_sync(void);
+int writer_running(void);
+/*
+ * Queue a top-level record (mark, module load) built by another thread; the
+ * caller holds its thread BUSY (thread_begin) while it reads the record's
+ * time and queues it.  -ENOSPC when the queue is full.
+ */
+int writer_top_record(const uint8_t *rec, size_t len);
+const char *writer_path(void);
+
+/* ---- modules.c: loaded objects, build-ids ---- */
+int modules_init(void);
+void modules_reset_after_fork(void);
+/* Append MODULE_LOAD/UNLOAD records for changes since the last call. */
+size_t modules_sync(uint8_t *out, size_t room, uint64_t now);
+int modules_changed(void);	/* cheap: the loader's add/sub counters moved */
+void modules_note_change(void);	/* dlopen/dlclose returned */
+
+/* ---- sampler.c ---- */
+size_t sampler_record(uint8_t *out, size_t room, uint64_t now);
+
+/* ---- lifecycle.c ---- */
+void ht_init(void);		/* idempotent; called on first intercepted call */
+void ht_stop(int how, int status);	/* final flush; later events pass through */
+void ht_note_exit_status(int status);
+
+/* 1 when this call should be recorded; starts the shim on first use. */
+static inline int ht_tracing(void)
+{
+	int phase;
+
+	if (HT_UNLIKELY(ht_in_shim))
+		return 0;
+	phase = atomic_load_explicit(&ht_phase, memory_order_relaxed);
+	if (HT_LIKELY(phase == HT_ON))
+		return 1;
+	if (phase == HT_OFF) {
+		ht_init();
+		return atomic_load(&ht_phase) == HT_ON;
+	}
+	return 0;
+}
+
+/* ---- events.c (more) ---- */
+void ev_pool_alloc(uint64_t pool, const void *ptr, size_t size,
+		   const struct ht_capture *c);
+/* A top-level record (mark) with the current time, queued for the writer. */
+void ev_mark(const char *label);
+/* Module records for a dlopen/dlclose that just returned. */
+void ev_modules_changed(void);
+
+#endif

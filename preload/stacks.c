@@ -1,0 +1,233 @@
+/* stacks.c - captures call stacks and interns them in a lock-free stack table */
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "shim.h"
+
+/*
+ * The table maps a stack (its return addresses and the module epoch) to a
+ * small id.  It is open addressing over a reserved region: a slot holds
+ * (hash tag << 32 | id) and is claimed with one compare-and-swap after the
+ * stack's addresses are stored, so readers never see a half-built entry.
+ * Each new id is written to the dump once, by the thread that created it.
+ * A full table (at 3/4 load) stops interning: later new stacks get id 0 and
+ * are counted as HTR_LOST_STACKS; events are still recorded.
+ *
+ * The epoch changes when a module is unloaded: the same addresses may then
+ * belong to other code, so they must get new ids.
+ */
+
+#define TABLE_BITS 21			/* 2M slots, 16 MiB reserved */
+#define TABLE_SLOTS (1u << TABLE_BITS)
+#define TABLE_LIMIT (TABLE_SLOTS / 4 * 3)
+#define IP_SPACE ((size_t)1 << 30)	/* 128M addresses at most */
+
+struct stack_info {
+	uint64_t ip_off;	/* index into ips[] */
+	uint32_t depth;
+	uint32_t epoch;
+};
+
+static struct ht_region table_region, info_region, ip_region;
+static _Atomic uint64_t *table;
+static struct stack_info *infos;	/* by id */
+static uintptr_t *ips;
+static _Atomic uint32_t next_id = 1;
+static _Atomic uint32_t used_slots;
+static _Atomic uint32_t epoch;
+static uintptr_t self_lo, self_hi;
+
+static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+
+int stacks_init(void)
+{
+	int ret;
+
+	ret = region_reserve(&table_region, TABLE_SLOTS * sizeof(uint64_t));
+	if (!ret)
+		ret = region_reserve(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
+	if (!ret)
+		ret = region_reserve(&ip_region, IP_SPACE);
+	if (ret)
+		return ret;
+	table = region_alloc(&table_region, TABLE_SLOTS * sizeof(uint64_t));
+	infos = region_alloc(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
+	ips = (uintptr_t *)ip_region.base;	/* bumped through ip_region.used */
+	if (ht_cfg.unwind == HTR_UNWIND_LIBUNWIND)
+		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	return 0;
+}
+
+void stacks_reset(void)
+{
+	region_reset(&table_region);
+	region_reset(&info_region);
+	region_reset(&ip_region);
+	table = region_alloc(&table_region, TABLE_SLOTS * sizeof(uint64_t));
+	infos = region_alloc(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
+	ips = (uintptr_t *)ip_region.base;
+	atomic_store(&next_id, 1);
+	atomic_store(&used_slots, 0);
+}
+
+void stacks_set_self_range(uintptr_t lo, uintptr_t hi)
+{
+	self_lo = lo;
+	self_hi = hi;
+}
+
+void stacks_new_epoch(void)
+{
+	atomic_fetch_add(&epoch, 1);
+}
+
+static int in_self(uintptr_t ip)
+{
+	return ip >= self_lo && ip < self_hi;
+}
+
+/* Upper end of this thread's stack, for checking frame pointers. */
+static uintptr_t thread_stack_hi(void)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+
+	if (stack_hi)
+		return stack_hi;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		if (pthread_attr_getstack(&attr, &addr, &size) == 0)
+			stack_hi = (uintptr_t)addr + size;
+		pthread_attr_destroy(&attr);
+	}
+	if (!stack_hi)
+		stack_hi = (uintptr_t)__builtin_frame_address(0) + (1u << 20);
+	return stack_hi;
+}
+
+/*
+ * Frame-pointer walk.  Every step is checked: the next frame must lie above
+ * the current one, inside this thread's stack, and be aligned; a return
+ * address of 0 ends the chain.  A bad chain stops early, never faults.
+ */
+static unsigned fp_backtrace(uintptr_t *out, unsigned max)
+{
+	uintptr_t *fp = __builtin_frame_address(0);
+	uintptr_t hi = thread_stack_hi();
+	unsigned n = 0;
+
+	while (n < max) {
+		uintptr_t *next;
+		uintptr_t ret;
+
+		if ((uintptr_t)fp & 7 || (uintptr_t)fp + 16 > hi)
+			break;
+		ret = fp[1];
+		next = (uintptr_t *)fp[0];
+		if (!ret)
+			break;
+		out[n++] = ret;
+		if (next <= fp || (uintptr_t)next >= hi)
+			break;
+		fp = next;
+	}
+	return n;
+}
+
+void stacks_capture(struct ht_capture *c)
+{
+	uintptr_t raw[HTR_MAX_DEPTH + 16];
+	unsigned want = ht_cfg.depth + 16, n, i;
+
+	if (want > sizeof(raw) / sizeof(raw[0]))
+		want = sizeof(raw) / sizeof(raw[0]);
+	if (ht_cfg.unwind == HTR_UNWIND_FP) {
+		n = fp_backtrace(raw, want);
+	} else {
+		int got = unw_backtrace((void **)raw, (int)want);
+
+		n = got > 0 ? (unsigned)got : 0;
+	}
+	c->depth = 0;
+	/* Our frames go: the interposed entry and main()'s wrapper alike. */
+	for (i = 0; i < n && c->depth < ht_cfg.depth; i++)
+		if (!in_self(raw[i]))
+			c->ips[c->depth++] = raw[i];
+}
+
+static uint64_t hash_stack(const uintptr_t *p, unsigned n, uint32_t ep)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 32) ^ ep;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 29;
+	return h;
+}
+
+static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
+{
+	const struct stack_info *si = &infos[id];
+
+	return si->depth == c->depth && si->epoch == ep &&
+	       !memcmp(ips + si->ip_off, c->ips, c->depth * sizeof(uintptr_t));
+}
+
+uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
+{
+	uint32_t ep = atomic_load_explicit(&epoch, memory_order_relaxed);
+	uint64_t h = hash_stack(c->ips, c->depth, ep);
+	uint32_t tag = (uint32_t)(h >> 32) | 1;
+	uint32_t idx = (uint32_t)h & (TABLE_SLOTS - 1);
+	uint32_t new_id = 0;
+
+	*is_new = 0;
+	if (!c->depth || !table)
+		return HTR_STACK_NONE;
+	for (;;) {
+		uint64_t slot = atomic_load_explicit(&table[idx], memory_order_acquire);
+
+		if (!slot) {
+			uint64_t want;
+
+			if (!new_id) {
+				uint64_t off;
+
+				if (atomic_load_explicit(&used_slots, memory_order_relaxed) >= TABLE_LIMIT)
+					goto full;
+				new_id = atomic_fetch_add(&next_id, 1);
+				off = atomic_fetch_add(&ip_region.used, c->depth * sizeof(uintptr_t));
+				if (new_id >= TABLE_SLOTS ||
+				    off + c->depth * sizeof(uintptr_t) > ip_region.reserved)
+					goto full;
+				off /= sizeof(uintptr_t);
+				memcpy(ips + off, c->ips, c->depth * sizeof(uintptr_t));
+				infos[new_id].ip_off = off;
+				infos[new_id].depth = c->depth;
+				infos[new_id].epoch = ep;
+			}
+			want = (uint64_t)tag << 32 | new_id;
+			if (atomic_compare_exchange_strong_explicit(&table[idx], &slot, want,
+								    memory_order_release,
+								    memory_order_acquire)) {
+				atomic_fetch_add_explicit(&used_slots, 1, memory_order_relaxed);
+				*is_new = 1;
+				return new_id;
+			}
+			/* Lost the race for this slot: look at what won it. */
+		}
+		if ((uint32_t)(slot >> 32) == tag && same_stack((uint32_t)slot, c, ep))
+			return (uint32_t)slot;	/* new_id, if any, stays unused */
+		idx = (idx + 1) & (TABLE_SLOTS - 1);
+	}
+full:
+	atomic_fetch_add(&ht_lost[HTR_LOST_STACKS], 1);
+	return HTR_STACK_NONE;
+}

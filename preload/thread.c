@@ -1,0 +1,457 @@
+/* thread.c - per-thread event buffers, their hand-off to the writer, and the steal */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/*
+ * Each thread writes its events into its own buffer, guarded by one state
+ * word that only two parties ever touch: the thread itself (IDLE -> BUSY for
+ * the length of one event) and the writer thread (IDLE -> HELD while it takes
+ * a partly filled buffer away).  No event takes a lock shared with other
+ * producers.  Full buffers go to a FIFO queue under a spinlock, once per
+ * 32 KiB of events; the writer returns drained buffers to a free list.
+ *
+ * The writer's promise (the watermark, see htr_format.h) rests on this: a
+ * producer reads the clock only while BUSY, and the writer takes every
+ * thread's buffer (waiting out BUSY) after reading the clock itself, so any
+ * event older than the writer's clock reading is in a buffer it has taken.
+ *
+ * When no free buffer is left (the writer fell behind) a producer waits
+ * without holding BUSY: nothing is dropped, and the writer can still steal.
+ */
+
+enum { ST_IDLE = 0, ST_BUSY = 1, ST_HELD = 2 };
+enum { TH_FREE = 0, TH_ALIVE = 1, TH_EXITING = 2 };
+
+struct ht_thread {
+	_Atomic int state;
+	_Atomic int claim;	/* TH_* */
+	uint32_t tid;
+	struct ht_buf *buf;
+	uint64_t last_time;
+	uintptr_t last_ptr;
+	uint64_t client;
+	struct ht_thread *next_all;	/* registry: push-only list */
+} __attribute__((aligned(HT_CACHELINE)));
+
+#define MAX_BUFFERS 512		/* 16 MiB of buffers at most */
+
+static struct ht_region thread_region, buf_region;
+static struct ht_thread *_Atomic registry;
+static pthread_key_t exit_key;
+static int exit_key_ok;
+
+/* Buffer pool and full queue, under one spinlock taken once per buffer. */
+static atomic_flag buf_lock = ATOMIC_FLAG_INIT;
+static struct ht_buf *free_list;
+static struct ht_buf *full_head, *full_tail;
+static unsigned nbuffers;
+static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
+
+__thread int ht_in_shim __attribute__((tls_model("initial-exec")));
+__thread struct ht_thread *ht_self __attribute__((tls_model("initial-exec")));
+
+static void lock(atomic_flag *l)
+{
+	unsigned spins = 0;
+
+	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire)) {
+		if (++spins > 64)
+			sched_yield();
+	}
+}
+
+static void unlock(atomic_flag *l)
+{
+	atomic_flag_clear_explicit(l, memory_order_release);
+}
+
+static void key_destructor(void *arg)
+{
+	(void)arg;
+	thread_exiting();
+}
+
+int threads_init(void)
+{
+	int ret = region_reserve(&thread_region, 64u << 20);
+
+	if (ret)
+		return ret;
+	ret = region_reserve(&buf_region, (size_t)MAX_BUFFERS * sizeof(struct ht_buf));
+	if (ret)
+		return ret;
+	exit_key_ok = pthread_key_create(&exit_key, key_destructor) == 0;
+	return 0;
+}
+
+void threads_reset_after_fork(void)
+{
+	struct ht_thread *self = ht_self;
+	struct ht_thread *t;
+
+	/* Only this thread survives fork; every other buffer belongs to the parent. */
+	atomic_flag_clear(&buf_lock);
+	free_list = NULL;
+	full_head = full_tail = NULL;
+	nbuffers = 0;
+	region_reset(&buf_region);
+	for (t = atomic_load(&registry); t; t = t->next_all) {
+		atomic_store(&t->state, ST_IDLE);
+		t->buf = NULL;
+		if (t != self)
+			atomic_store(&t->claim, TH_FREE);
+	}
+	if (self) {
+		self->tid = (uint32_t)syscall(SYS_gettid);
+		self->last_time = 0;
+		self->last_ptr = 0;
+	}
+}
+
+static void queue_push_locked(struct ht_buf *b)
+{
+	b->next = NULL;
+	if (full_tail)
+		full_tail->next = b;
+	else
+		full_head = b;
+	full_tail = b;
+}
+
+static struct ht_buf *buffer_get(void)
+{
+	struct ht_buf *b;
+
+	lock(&buf_lock);
+	b = free_list;
+	if (b)
+		free_list = b->next;
+	else if (nbuffers < MAX_BUFFERS) {
+		b = region_alloc(&buf_region, sizeof(*b));
+		if (b)
+			nbuffers++;
+	}
+	unlock(&buf_lock);
+	if (b) {
+		b->len = 0;
+		b->nevents = 0;
+		b->next = NULL;
+	}
+	return b;
+}
+
+void threads_recycle(struct ht_buf *b)
+{
+	lock(&buf_lock);
+	b->next = free_list;
+	free_list = b;
+	unlock(&buf_lock);
+	atomic_fetch_add(&recycled, 1);
+}
+
+struct ht_buf *threads_take_full(void)
+{
+	struct ht_buf *b;
+
+	lock(&buf_lock);
+	b = full_head;
+	full_head = full_tail = NULL;
+	unlock(&buf_lock);
+	return b;
+}
+
+static void acquire(struct ht_thread *t)
+{
+	int expected;
+	unsigned spins = 0;
+
+	for (;;) {
+		expected = ST_IDLE;
+		if (atomic_compare_exchange_weak_explicit(&t->state, &expected, ST_BUSY,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return;
+		if (++spins > 16)
+			sched_yield();
+	}
+}
+
+static void release(struct ht_thread *t)
+{
+	atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
+}
+
+/* Hand the thread's buffer to the writer (caller is BUSY or HELD). */
+static void hand_off(struct ht_thread *t)
+{
+	struct ht_buf *b = t->buf;
+
+	if (!b)
+		return;
+	t->buf = NULL;
+	if (!b->len) {
+		threads_recycle(b);
+		return;
+	}
+	b->tid = t->tid;
+	lock(&buf_lock);
+	queue_push_locked(b);
+	unlock(&buf_lock);
+}
+
+static struct ht_thread *thread_register(void)
+{
+	struct ht_thread *t;
+	struct ht_thread *head;
+	int expected;
+
+	for (t = atomic_load(&registry); t; t = t->next_all) {
+		expected = TH_FREE;
+		if (atomic_load(&t->claim) == TH_FREE &&
+		    atomic_compare_exchange_strong(&t->claim, &expected, TH_ALIVE))
+			goto claimed;
+	}
+	t = region_alloc(&thread_region, sizeof(*t));
+	if (!t)
+		return NULL;
+	atomic_store(&t->claim, TH_ALIVE);
+	head = atomic_load(&registry);
+	do {
+		t->next_all = head;
+	} while (!atomic_compare_exchange_weak(&registry, &head, t));
+claimed:
+	t->tid = (uint32_t)syscall(SYS_gettid);
+	t->buf = NULL;
+	t->client = 0;
+	t->last_time = 0;
+	t->last_ptr = 0;
+	atomic_store(&t->state, ST_IDLE);
+	ht_self = t;
+	if (exit_key_ok)
+		pthread_setspecific(exit_key, t);
+	return t;
+}
+
+static int writer_alive(void)
+{
+	return writer_running() && atomic_load(&ht_phase) != HT_STOPPED;
+}
+
+struct ht_thread *thread_begin(size_t need)
+{
+	struct ht_thread *t = ht_self;
+	int is_new = 0;
+
+	if (HT_UNLIKELY(!t)) {
+		t = thread_register();
+		if (!t)
+			return NULL;
+		is_new = 1;
+	}
+	acquire(t);
+	while (HT_UNLIKELY(!t->buf || t->buf->len + need > HT_BUF_BYTES)) {
+		struct ht_buf *b;
+
+		if (t->buf) {
+			hand_off(t);
+			writer_wake();
+		}
+		b = buffer_get();
+		if (b) {
+			t->buf = b;
+			break;
+		}
+		/* The writer is behind: wait for a buffer, not holding BUSY. */
+		release(t);
+		if (!writer_alive())
+			return NULL;
+		{
+			uint64_t seen = atomic_load(&recycled);
+			uint64_t give_up = ht_mono_ns() + 5000000000ull;
+			struct timespec ts = { 0, 200000 };
+
+			writer_wake();
+			while (atomic_load(&recycled) == seen && writer_alive()) {
+				/* A writer stuck for 5 s (a stopped disk?): count, go on. */
+				if (ht_mono_ns() > give_up)
+					return NULL;
+				nanosleep(&ts, NULL);
+			}
+		}
+		acquire(t);
+	}
+	if (!t->buf->len)
+		t->last_ptr = 0;
+	if (HT_UNLIKELY(is_new)) {
+		/* The thread's first event: say it started. */
+		uint8_t *p = t->buf->data + t->buf->len;
+		uint64_t now = ht_now();
+
+		*p++ = HTR_EV_BYTE(HTR_EV_CONTROL, 0);
+		p = htr_put_u64(p, thread_delta(t, now));
+		p = htr_put_u64(p, HTR_SUB_THREAD_START);
+		p = htr_put_u64(p, 0);
+		t->buf->len = (uint32_t)(p - t->buf->data);
+		t->buf->nevents++;
+		if (t->buf->len + need > HT_BUF_BYTES) {
+			/* Cannot happen with need <= a stack record; be safe. */
+			release(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+uint8_t *thread_pos(struct ht_thread *t)
+{
+	return t->buf->data + t->buf->len;
+}
+
+uint64_t thread_delta(struct ht_thread *t, uint64_t now)
+{
+	uint64_t d;
+
+	if (!t->buf->len) {
+		t->buf->base_time = now;
+		t->last_time = now;
+		return 0;
+	}
+	d = now >= t->last_time ? now - t->last_time : 0;
+	t->last_time += d;
+	return d;
+}
+
+void thread_commit(struct ht_thread *t, uint8_t *end, uintptr_t last_ptr)
+{
+	t->buf->len = (uint32_t)(end - t->buf->data);
+	t->buf->nevents++;
+	t->last_ptr = last_ptr;
+}
+
+uintptr_t thread_last_ptr(struct ht_thread *t)
+{
+	return t->last_ptr;
+}
+
+void thread_end(struct ht_thread *t)
+{
+	release(t);
+}
+
+uint64_t thread_client(struct ht_thread *t)
+{
+	return t->client;
+}
+
+void thread_set_client(struct ht_thread *t, uint64_t client)
+{
+	t->client = client;
+}
+
+int threads_steal_all(uint64_t deadline_ns)
+{
+	struct ht_thread *t;
+	int complete = 1;
+
+	for (t = atomic_load(&registry); t; t = t->next_all) {
+		unsigned spins = 0;
+		int held = 0;
+
+		if (atomic_load(&t->claim) == TH_FREE)
+			continue;
+		for (;;) {
+			int expected = ST_IDLE;
+
+			if (atomic_compare_exchange_weak(&t->state, &expected, ST_HELD)) {
+				held = 1;
+				break;
+			}
+			if (++spins > 16) {
+				if (ht_mono_ns() > deadline_ns)
+					break;
+				sched_yield();
+			}
+		}
+		if (!held) {
+			complete = 0;	/* stuck BUSY (a stopped thread?): next round */
+			continue;
+		}
+		if (t->buf && t->buf->len)
+			hand_off(t);
+		atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
+	}
+	return complete ? 0 : -1;
+}
+
+void threads_reap(void)
+{
+	struct ht_thread *t;
+	pid_t pid = getpid();
+
+	for (t = atomic_load(&registry); t; t = t->next_all) {
+		int expected = ST_IDLE;
+
+		if (atomic_load(&t->claim) != TH_EXITING)
+			continue;
+		if (syscall(SYS_tgkill, pid, t->tid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (!atomic_compare_exchange_strong(&t->state, &expected, ST_HELD))
+			continue;
+		if (t->buf)
+			hand_off(t);
+		atomic_store(&t->state, ST_IDLE);
+		atomic_store(&t->claim, TH_FREE);
+	}
+}
+
+void thread_exiting(void)
+{
+	struct ht_thread *t = ht_self;
+	int saved = errno;
+
+	if (!t || ht_in_shim) {
+		errno = saved;
+		return;
+	}
+	ht_in_shim = 1;
+	if (ht_tracing()) {
+		char name[32] = "";
+		char path[64];
+		struct ht_str s;
+		int fd;
+		ssize_t n;
+
+		str_init(&s, path, sizeof(path));
+		str_add(&s, "/proc/self/task/");
+		str_add_u64(&s, t->tid);
+		str_add(&s, "/comm");
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, name, sizeof(name) - 1);
+			close(fd);
+			if (n > 0) {
+				name[n] = '\0';
+				if (name[n - 1] == '\n')
+					name[n - 1] = '\0';
+			}
+		}
+		if (name[0])
+			ev_control(HTR_SUB_THREAD_NAME, 0, 0, name);
+		ev_control(HTR_SUB_THREAD_EXIT, 0, 0, NULL);
+	}
+	acquire(t);
+	hand_off(t);
+	atomic_store(&t->claim, TH_EXITING);
+	release(t);
+	ht_in_shim = 0;
+	errno = saved;
+}

@@ -1,0 +1,642 @@
+/* writer.c - the writer thread: drains buffers, compresses frames, writes the dump */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
+#include "shim.h"
+
+/*
+ * One thread owns the file.  Every interval it takes a round:
+ *   sample -> module changes -> W = now -> take every thread's partial
+ *   buffer -> drain the full queue and pending records -> watermark W ->
+ *   compress and write the frame.
+ * Full buffers wake it early (futex), so a busy program streams continuously.
+ * Its own memory (frame buffers, zstd's context) comes from a region.
+ */
+
+#define RAW_LIMIT HTR_FRAME_RAW_MAX
+#define PENDING_BYTES (256u << 10)
+
+static struct ht_region writer_region;
+static uint8_t *raw;
+static size_t raw_len;
+static uint8_t *zout;
+static size_t zout_cap;
+static ZSTD_CCtx *cctx;
+static int fd = -1;
+static char path[PATH_MAX];
+static pthread_t thread;
+static _Atomic int running;	/* the writer thread exists */
+static _Atomic uint32_t wake_word;
+static _Atomic int stop_how;	/* != 0: final round requested */
+static int stop_status;
+static _Atomic int finished;	/* final round written */
+static _Atomic uint64_t round_requested, round_done;
+static int disk_failed;
+static int after_exec;		/* an earlier image of this pid wrote a dump */
+static uint64_t events_written;
+static uint64_t last_lost_total;
+
+/* Top-level records from other threads (module loads, marks). */
+static atomic_flag pending_lock = ATOMIC_FLAG_INIT;
+static uint8_t *pending;
+static size_t pending_len;
+
+static void *zalloc(void *opaque, size_t size)
+{
+	(void)opaque;
+	return region_alloc(&writer_region, size);
+}
+
+static void zfree(void *opaque, void *p)
+{
+	(void)opaque;
+	(void)p;	/* the context lives as long as the writer */
+}
+
+static int write_all(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void flush_frame(void)
+{
+	struct htr_frame_header h;
+	size_t z;
+
+	if (!raw_len)
+		return;
+	if (disk_failed || fd < 0) {
+		raw_len = 0;
+		return;
+	}
+	z = ZSTD_compress2(cctx, zout, zout_cap, raw, raw_len);
+	if (ZSTD_isError(z)) {
+		raw_len = 0;
+		return;
+	}
+	h.magic = HTR_FRAME_MAGIC;
+	h.compressed_size = (uint32_t)z;
+	h.raw_size = (uint32_t)raw_len;
+	h.check = htr_frame_check(&h);
+	if (write_all(&h, sizeof(h)) < 0 || write_all(zout, z) < 0) {
+		disk_failed = 1;
+		ht_msg("cannot write the dump (disk full?): recording stops; the target keeps running");
+	}
+	raw_len = 0;
+}
+
+static uint8_t *room(size_t need)
+{
+	if (raw_len + need > RAW_LIMIT)
+		flush_frame();
+	return raw + raw_len;
+}
+
+static void append_chunk(struct ht_buf *b)
+{
+	uint8_t *p = room(40 + b->len);
+
+	if (disk_failed) {
+		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], b->nevents);
+		return;
+	}
+	*p++ = HTR_REC_CHUNK;
+	p = htr_put_u64(p, b->tid);
+	p = htr_put_u64(p, b->base_time);
+	p = htr_put_u64(p, b->len);
+	memcpy(p, b->data, b->len);
+	p += b->len;
+	raw_len = (size_t)(p - raw);
+	events_written += b->nevents;
+}
+
+static void drain_full(void)
+{
+	struct ht_buf *b = threads_take_full();
+
+	while (b) {
+		struct ht_buf *next = b->next;
+
+		append_chunk(b);
+		threads_recycle(b);
+		b = next;
+	}
+}
+
+static void lock_pending(void)
+{
+	while (atomic_flag_test_and_set_explicit(&pending_lock, memory_order_acquire))
+		sched_yield();
+}
+
+static void unlock_pending(void)
+{
+	atomic_flag_clear_explicit(&pending_lock, memory_order_release);
+}
+
+static void drain_pending(void)
+{
+	lock_pending();
+	if (pending_len) {
+		memcpy(room(pending_len), pending, pending_len);
+		raw_len += pending_len;
+		pending_len = 0;
+	}
+	unlock_pending();
+}
+
+/*
+ * Queue a top-level record built by another thread.  The caller holds its
+ * thread BUSY while it reads the record's time and calls this, which keeps
+ * the record inside the watermark rule.
+ */
+static int pending_add(const uint8_t *rec, size_t len)
+{
+	int ret = -ENOSPC;
+
+	lock_pending();
+	if (pending && pending_len + len <= PENDING_BYTES) {
+		memcpy(pending + pending_len, rec, len);
+		pending_len += len;
+		ret = 0;
+	}
+	unlock_pending();
+	return ret;
+}
+
+static uint64_t lost_total(void)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 1; i < 5; i++)
+		n += atomic_load(&ht_lost[i]);
+	return n;
+}
+
+static void append_lost(uint64_t now)
+{
+	uint64_t total = lost_total();
+	int reason = HTR_LOST_MEMORY, i;
+	uint64_t most = 0;
+	uint8_t *p;
+
+	if (total == last_lost_total)
+		return;
+	last_lost_total = total;
+	for (i = 1; i < 5; i++) {
+		if (atomic_load(&ht_lost[i]) > most) {
+			most = atomic_load(&ht_lost[i]);
+			reason = i;
+		}
+	}
+	p = room(40);
+	*p++ = HTR_REC_LOST;
+	p = htr_put_u64(p, now);
+	p = htr_put_u64(p, total);
+	p = htr_put_u64(p, (uint64_t)reason);
+	raw_len = (size_t)(p - raw);
+}
+
+static void do_round(int final)
+{
+	uint8_t *p;
+	uint64_t w;
+	int complete;
+
+	p = room(128);
+	raw_len += sampler_record(p, 128, ht_now());
+	if (modules_changed()) {
+		p = room(256u << 10);
+		raw_len += modules_sync(p, 256u << 10, ht_now());
+	}
+	w = ht_now();
+	complete = threads_steal_all(ht_mono_ns() + (final ? 200000000ull : 20000000ull)) == 0;
+	threads_reap();
+	drain_full();
+	drain_pending();
+	append_lost(w);
+	if (complete) {
+		p = room(16);
+		*p++ = HTR_REC_WATERMARK;
+		p = htr_put_u64(p, w);
+		raw_len = (size_t)(p - raw);
+	}
+	if (final) {
+		p = room(64);
+		*p++ = HTR_REC_END;
+		p = htr_put_u64(p, ht_now());
+		p = htr_put_u64(p, (uint64_t)atomic_load(&stop_how));
+		p = htr_put_u64(p, (uint64_t)stop_status);
+		p = htr_put_u64(p, events_written);
+		p = htr_put_u64(p, lost_total());
+		raw_len = (size_t)(p - raw);
+	}
+	flush_frame();
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+void writer_wake(void)
+{
+	atomic_fetch_add(&wake_word, 1);
+	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *writer_main(void *arg)
+{
+	uint64_t interval = (uint64_t)ht_cfg.interval_ms * 1000000u;
+	uint64_t next = ht_mono_ns() + interval;
+
+	(void)arg;
+	ht_in_shim = 1;		/* anything this thread allocates is not traced */
+	for (;;) {
+		uint32_t seen = atomic_load(&wake_word);
+		uint64_t now = ht_mono_ns();
+		uint64_t req;
+
+		if (atomic_load(&stop_how)) {
+			do_round(1);
+			atomic_store(&finished, 1);
+			break;
+		}
+		req = atomic_load(&round_requested);
+		if (now >= next || req != atomic_load(&round_done)) {
+			do_round(0);
+			atomic_store(&round_done, req);
+			next = now + interval;
+			continue;
+		}
+		drain_full();
+		if (raw_len > RAW_LIMIT / 2)
+			flush_frame();
+		futex_wait(&wake_word, seen, next - now);
+	}
+	atomic_store(&running, 0);
+	return NULL;
+}
+
+/* ---- the file ---- */
+
+static int pid_alive(uint32_t pid)
+{
+	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* May an existing file at p be replaced?  Not while its writer lives. */
+static int replaceable(const char *p)
+{
+	struct htr_file_header h;
+	int f = open(p, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (f < 0)
+		return 1;
+	n = read(f, &h, sizeof(h));
+	close(f);
+	if (n != (ssize_t)sizeof(h) || memcmp(h.magic, HTR_FILE_MAGIC, 8))
+		return 1;	/* not ours: the user named it */
+	if (h.pid == (uint32_t)getpid()) {
+		after_exec = 1;
+		return 0;	/* our own image before exec */
+	}
+	return !pid_alive(h.pid);
+}
+
+static void expand(struct ht_str *s, const char *pat, int *has_pid)
+{
+	char exe[256] = "";
+	char link[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", link, sizeof(link) - 1);
+
+	if (n > 0) {
+		const char *base;
+
+		link[n] = '\0';
+		base = strrchr(link, '/');
+		base = base ? base + 1 : link;
+		{
+			struct ht_str e;
+
+			str_init(&e, exe, sizeof(exe));
+			str_add(&e, base);
+		}
+	}
+	*has_pid = 0;
+	for (; *pat; pat++) {
+		if (pat[0] == '%' && pat[1] == 'p') {
+			str_add_u64(s, (uint64_t)getpid());
+			*has_pid = 1;
+			pat++;
+		} else if (pat[0] == '%' && pat[1] == 'e') {
+			str_add(s, exe[0] ? exe : "unknown");
+			pat++;
+		} else if (pat[0] == '%' && pat[1] == '%') {
+			str_add(s, "%");
+			pat++;
+		} else {
+			str_add_n(s, pat, 1);
+		}
+	}
+}
+
+static int open_dump(int forked)
+{
+	char base[PATH_MAX];
+	struct ht_str s;
+	int has_pid, n;
+
+	str_init(&s, base, sizeof(base));
+	expand(&s, ht_cfg.out_pattern, &has_pid);
+	if (forked && !has_pid) {
+		str_add(&s, ".");
+		str_add_u64(&s, (uint64_t)getpid());
+		has_pid = 1;
+	}
+	strcpy(path, base);
+	for (n = 0; n < 1000; n++) {
+		int f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+		if (f >= 0)
+			return f;
+		if (errno != EEXIST)
+			return -errno;
+		if (replaceable(path)) {
+			f = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+			if (f >= 0)
+				return f;
+			return -errno;
+		}
+		str_init(&s, path, sizeof(path));
+		str_add(&s, base);
+		if (!has_pid) {
+			/* Another process of the tree holds the name. */
+			str_add(&s, ".");
+			str_add_u64(&s, (uint64_t)getpid());
+			if (n == 0)
+				continue;
+		}
+		str_add(&s, ".");
+		str_add_u64(&s, (uint64_t)n + 1);
+	}
+	return -EEXIST;
+}
+
+static size_t read_file(const char *p, uint8_t *out, size_t cap)
+{
+	int f = open(p, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+
+	if (f < 0)
+		return 0;
+	while (len < cap) {
+		ssize_t n = read(f, out + len, cap - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(f);
+	return len;
+}
+
+static void append_process(unsigned flags, unsigned generation)
+{
+	uint8_t cmd[16384];
+	char exe[PATH_MAX];
+	ssize_t en = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t clen = read_file("/proc/self/cmdline", cmd, sizeof(cmd));
+	uint8_t *p = room(64 + sizeof(exe) + sizeof(cmd));
+	struct timespec rt;
+
+	if (en < 0)
+		en = 0;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	*p++ = HTR_REC_PROCESS;
+	p = htr_put_u64(p, (uint64_t)getpid());
+	p = htr_put_u64(p, (uint64_t)getppid());
+	p = htr_put_u64(p, ht_start_ns);
+	p = htr_put_u64(p, (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec);
+	p = htr_put_u64(p, (uint64_t)sysconf(_SC_PAGESIZE));
+	p = htr_put_u64(p, (uint64_t)en);
+	memcpy(p, exe, (size_t)en);
+	p += en;
+	p = htr_put_u64(p, clen);
+	memcpy(p, cmd, clen);
+	p += clen;
+	p = htr_put_u64(p, ht_cfg.sample_bytes);
+	p = htr_put_u64(p, (uint64_t)ht_cfg.unwind);
+	p = htr_put_u64(p, ht_cfg.depth);
+	p = htr_put_u64(p, flags);
+	p = htr_put_u64(p, generation);
+	raw_len = (size_t)(p - raw);
+}
+
+static int setup_memory(void)
+{
+	ZSTD_customMem mem = { zalloc, zfree, NULL };
+
+	if (!writer_region.base && region_reserve(&writer_region, 64u << 20))
+		return -ENOMEM;
+	raw = region_alloc(&writer_region, RAW_LIMIT);
+	zout_cap = ZSTD_compressBound(RAW_LIMIT);
+	zout = region_alloc(&writer_region, zout_cap);
+	pending = region_alloc(&writer_region, PENDING_BYTES);
+	cctx = ZSTD_createCCtx_advanced(mem);
+	if (!raw || !zout || !pending || !cctx)
+		return -ENOMEM;
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+	return 0;
+}
+
+static int open_and_begin(int forked, unsigned flags, unsigned generation)
+{
+	struct htr_file_header h;
+	struct timespec rt;
+	int ret;
+
+	ret = setup_memory();
+	if (ret) {
+		ht_msg("cannot map memory for the writer: running untraced");
+		return ret;
+	}
+	fd = open_dump(forked);
+	if (fd < 0) {
+		char msg[PATH_MAX + 128];
+		struct ht_str s;
+
+		str_init(&s, msg, sizeof(msg));
+		str_add(&s, "cannot create '");
+		str_add(&s, path);
+		str_add(&s, "': ");
+		str_add(&s, strerror(-fd));
+		str_add(&s, " (set HEAPTRAIL_OUT to a writable path); running untraced");
+		ht_msg(msg);
+		fd = -1;
+		return -1;
+	}
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, HTR_FILE_MAGIC, 8);
+	h.version = HTR_FORMAT_VERSION;
+	h.header_size = sizeof(h);
+	h.pid = (uint32_t)getpid();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+	if (write_all(&h, sizeof(h)) < 0) {
+		ht_msg("cannot write the dump header: running untraced");
+		close(fd);
+		fd = -1;
+		return -1;
+	}
+	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0), generation);
+	raw_len += modules_sync(raw + raw_len, (256u << 10), 0);
+	flush_frame();
+	return 0;
+}
+
+int writer_start_thread(void)
+{
+	sigset_t all, old;
+	int ret;
+
+	if (fd < 0)
+		return -1;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store(&running, 1);
+	ret = pthread_create(&thread, NULL, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		atomic_store(&running, 0);
+		ht_msg("cannot start the writer thread: running untraced");
+		close(fd);
+		fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+int writer_open(void)
+{
+	return open_and_begin(0, 0, 0);
+}
+
+int writer_restart_in_child(unsigned generation)
+{
+	if (open_and_begin(1, HTR_PF_FOLLOWED_FORK, generation))
+		return -1;
+	return writer_start_thread();
+}
+
+void writer_reset_after_fork(void)
+{
+	/* The parent's writer thread, context and file are not ours. */
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	atomic_store(&running, 0);
+	atomic_store(&stop_how, 0);
+	atomic_store(&finished, 0);
+	atomic_store(&round_requested, 0);
+	atomic_store(&round_done, 0);
+	atomic_flag_clear(&pending_lock);
+	pending_len = 0;
+	raw_len = 0;
+	disk_failed = 0;
+	events_written = 0;
+	last_lost_total = 0;
+	region_reset(&writer_region);
+	cctx = NULL;
+}
+
+static void wait_for(int (*cond)(void), uint64_t max_ns)
+{
+	uint64_t end = ht_mono_ns() + max_ns;
+	struct timespec ts = { 0, 1000000 };
+
+	while (!cond() && ht_mono_ns() < end) {
+		writer_wake();
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int is_finished(void)
+{
+	return atomic_load(&finished) || !atomic_load(&running);
+}
+
+static int round_caught_up(void)
+{
+	return atomic_load(&round_done) >= atomic_load(&round_requested) ||
+	       !atomic_load(&running);
+}
+
+void writer_finish(int how, int status)
+{
+	int expected = 0;
+
+	if (!atomic_load(&running) || pthread_equal(pthread_self(), thread))
+		return;
+	stop_status = status;
+	if (!atomic_compare_exchange_strong(&stop_how, &expected, how))
+		return;
+	wait_for(is_finished, 5000000000ull);
+}
+
+void writer_sync(void)
+{
+	if (!atomic_load(&running) || pthread_equal(pthread_self(), thread))
+		return;
+	atomic_fetch_add(&round_requested, 1);
+	wait_for(round_caught_up, 2000000000ull);
+}
+
+int writer_running(void)
+{
+	return atomic_load(&running);
+}
+
+const char *writer_path(void)
+{
+	return path;
+}
+
+int writer_top_record(const uint8_t *rec, size_t len)
+{
+	int ret = pending_add(rec, len);
+
+	if (ret == 0 && pending_len > PENDING_BYTES / 2)
+		writer_wake();
+	return ret;
+}

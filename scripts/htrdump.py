@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""htrdump.py - print the raw records of a heaptrail dump (a debugging aid).
+
+An independent decoder of the format in common/htr_format.h, written apart
+from the analyzer so that each can check the other.  Needs the zstd CLI.
+
+usage: scripts/htrdump.py DUMP [--events] [--summary]
+"""
+import struct
+import subprocess
+import sys
+
+REC = {1: "PROCESS", 2: "MODULE_LOAD", 3: "MODULE_UNLOAD", 4: "CHUNK", 5: "SAMPLE",
+       6: "WATERMARK", 7: "LOST", 8: "END", 9: "MARK", 10: "REACH"}
+
+
+class Buf:
+    def __init__(self, data):
+        self.d = data
+        self.i = 0
+
+    def u(self):
+        v = 0
+        shift = 0
+        while True:
+            b = self.d[self.i]
+            self.i += 1
+            v |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return v
+            shift += 7
+
+    def s(self):
+        v = self.u()
+        return (v >> 1) ^ -(v & 1)
+
+    def raw(self, n):
+        out = self.d[self.i:self.i + n]
+        self.i += n
+        return out
+
+    def str(self):
+        return self.raw(self.u())
+
+    def done(self):
+        return self.i >= len(self.d)
+
+
+def frames(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"HTRDUMP\n":
+        sys.exit("not a heaptrail dump")
+    version, hsize, pid = struct.unpack_from("<III", data, 8)
+    yield ("header", {"version": version, "pid": pid})
+    off = hsize
+    while off + 16 <= len(data):
+        magic, csize, rsize, check = struct.unpack_from("<IIII", data, off)
+        if magic != 0x52465448 or off + 16 + csize > len(data):
+            yield ("truncated", off)
+            return
+        z = data[off + 16:off + 16 + csize]
+        raw = subprocess.run(["zstd", "-dc"], input=z, capture_output=True, check=True).stdout
+        assert len(raw) == rsize, (len(raw), rsize)
+        yield ("frame", raw)
+        off += 16 + csize
+
+
+def chunk_events(b, n, base):
+    end = b.i + n
+    t = base
+    ptr = 0
+    out = []
+    while b.i < end:
+        byte = b.d[b.i]
+        b.i += 1
+        typ, api = byte & 7, byte >> 3
+        if typ == 1:
+            t += b.u(); ptr += b.s(); size = b.u(); extra = b.u(); sid = b.u()
+            out.append(("alloc", t, api, ptr, size, extra, sid))
+        elif typ == 2:
+            t += b.u(); ptr += b.s()
+            out.append(("free", t, api, ptr))
+        elif typ == 3:
+            t += b.u(); t1 = t; t += b.u(); old = ptr + b.s(); new = old + b.s()
+            size = b.u(); extra = b.u(); sid = b.u()
+            out.append(("realloc", t1, t, api, old, new, size, extra, sid))
+            ptr = new
+        elif typ == 4:
+            sid = b.u(); depth = b.u(); ip = 0; ips = []
+            for _ in range(depth):
+                ip += b.s(); ips.append(ip)
+            out.append(("stack", sid, ips))
+        elif typ == 5:
+            t += b.u(); sub = b.u()
+            if sub == 1:
+                out.append(("thread_start", t, b.u()))
+            elif sub == 2:
+                out.append(("thread_exit", t))
+            elif sub == 3:
+                out.append(("thread_name", t, b.str()))
+            elif sub in (4, 7):
+                out.append(("client_begin" if sub == 4 else "pool_create", t, b.u(), b.str()))
+            elif sub in (5, 6, 8):
+                out.append(({5: "client_end", 6: "client_set", 8: "pool_destroy"}[sub], t, b.u()))
+            elif sub == 9:
+                pool = b.u(); ptr += b.s(); out.append(("pool_alloc", t, pool, ptr, b.u(), b.u()))
+            elif sub == 10:
+                pool = b.u(); ptr += b.s(); out.append(("pool_free", t, pool, ptr))
+            else:
+                raise ValueError("bad control %d" % sub)
+        else:
+            raise ValueError("bad event type %d" % typ)
+    return out
+
+
+def main():
+    path = sys.argv[1]
+    show_events = "--events" in sys.argv
+    counts = {}
+    for kind, payload in frames(path):
+        if kind != "frame":
+            print(kind, payload)
+            continue
+        b = Buf(payload)
+        while not b.done():
+            r = b.d[b.i]
+            b.i += 1
+            name = REC.get(r, "?%d" % r)
+            counts[name] = counts.get(name, 0) + 1
+            if r == 1:
+                pid, ppid, mono, rt, page = b.u(), b.u(), b.u(), b.u(), b.u()
+                exe = b.str(); cmd = b.str()
+                rest = [b.u() for _ in range(5)]
+                print("PROCESS pid=%d ppid=%d exe=%s cmd=%r sample,unwind,depth,flags,gen=%s" % (pid, ppid, exe.decode(), cmd, rest))
+            elif r == 2:
+                t, mid, bias = b.u(), b.u(), b.u(); p = b.str(); bid = b.str(); nseg = b.u()
+                segs = [(b.u(), b.u()) for _ in range(nseg)]
+                print("MODULE_LOAD t=%d id=%d bias=%#x %s bid=%s segs=%d" % (t, mid, bias, p.decode(), bid.hex()[:12], len(segs)))
+            elif r == 3:
+                print("MODULE_UNLOAD t=%d id=%d" % (b.u(), b.u()))
+            elif r == 4:
+                tid, base, n = b.u(), b.u(), b.u()
+                ev = chunk_events(b, n, base)
+                for e in ev:
+                    counts[e[0]] = counts.get(e[0], 0) + 1
+                if show_events:
+                    print("CHUNK tid=%d base=%d n=%d" % (tid, base, n))
+                    for e in ev:
+                        print("   ", e)
+            elif r == 5:
+                vals = [b.u() for _ in range(8)]
+                if show_events:
+                    print("SAMPLE", vals)
+            elif r == 6:
+                w = b.u()
+                if show_events:
+                    print("WATERMARK", w)
+            elif r == 7:
+                print("LOST t=%d n=%d reason=%d" % (b.u(), b.u(), b.u()))
+            elif r == 8:
+                print("END t=%d how=%d status=%d written=%d lost=%d" % tuple(b.u() for _ in range(5)))
+            elif r == 9:
+                print("MARK t=%d %s" % (b.u(), b.str()))
+            elif r == 10:
+                t, kind, n = b.u(), b.u(), b.u()
+                for _ in range(n):
+                    b.s(); b.u()
+                print("REACH t=%d kind=%d n=%d" % (t, kind, n))
+            else:
+                sys.exit("unknown record %d at %d" % (r, b.i))
+    print("counts:", counts)
+
+
+if __name__ == "__main__":
+    main()
