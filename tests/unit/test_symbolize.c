@@ -53,7 +53,7 @@ const struct dump_stack *dump_stack(const struct dump *d, uint32_t id)
 	return &d->stacks[id - 1];
 }
 
-static int passed, failed;
+static int passed, failed, skipped;
 static char want[32768];
 
 #define CHECK(cond, ...)                                                    \
@@ -368,6 +368,29 @@ int main(int argc, char **argv)
 		      "two warnings:\n%s", show(sym_warnings(s)));
 	}
 
+	/*
+	 * libc through its separate debug file under /usr/lib/debug/.build-id
+	 * (when libc6-dbg is installed): DWARF names the file.
+	 */
+	{
+		char dbg[PATHLEN];
+		int k = snprintf(dbg, sizeof(dbg), "/usr/lib/debug/.build-id/%02x/",
+				 libc_id[0]);
+
+		for (size_t i = 1; i < libc_idlen; i++)
+			k += snprintf(dbg + k, sizeof(dbg) - k, "%02x", libc_id[i]);
+		snprintf(dbg + k, sizeof(dbg) - k, ".debug");
+		f = frame(&d, 4, (char *)libc_fn + 4);
+		n = sym_resolve(s, &f, &fr);
+		CHECK(n >= 1 && fr[n - 1].function && strstr(fr[n - 1].function, "strdup"),
+		      "libc strdup: %s", show(fr[n - 1].function));
+		if (libc_idlen && access(dbg, R_OK) == 0)
+			CHECK(fr[0].file != NULL && fr[0].line > 0,
+			      "libc frame has no file:line from %s", dbg);
+		else
+			skipped++;
+	}
+
 	/* No module at all: the bare address. */
 	f = frame(&d, -1, (void *)0x1234);
 	n = sym_resolve(s, &f, &fr);
@@ -490,6 +513,9 @@ int main(int argc, char **argv)
 	dlclose(h);
 	for (size_t i = 0; i < d.nmods; i++)
 		free(d.mods[i].path);
-	printf("%d passed, %d failed\n", passed, failed);
+	if (skipped)
+		printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+	else
+		printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
