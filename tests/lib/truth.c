@@ -180,6 +180,12 @@ void truth_untrack(void *p)
 	pthread_mutex_unlock(&lock);
 }
 
+void truth_free(void *p)
+{
+	truth_untrack(p);
+	free(p);
+}
+
 void *truth_realloc_in(uintptr_t old, void *r, size_t size,
 		       const char *function, const char *file, int line)
 {

@@ -49,6 +49,8 @@ void *truth_track_in(void *p, size_t size, const char *function,
 		     const char *file, int line);
 /* Count the release of a tracked block (before it is freed); NULL ignored. */
 void truth_untrack(void *p);
+/* truth_untrack(p), then free(p). */
+void truth_free(void *p);
 /*
  * After r = realloc(old, size): count what realloc did; returns r.  'old'
  * is passed as an integer, taken before the call (the pointer itself must
@@ -80,7 +82,8 @@ int truth_write(void);
 	truth_realloc_in(t_old_, realloc((p), (n)), (n), __func__, __FILE__, __LINE__); })
 /* Any other allocator call: T_TRACK(aligned_alloc(64, n), n). */
 #define T_TRACK(call, n) truth_track_in((call), (n), __func__, __FILE__, __LINE__)
-#define T_FREE(p) (truth_untrack(p), free(p))
+/* free() after untracking ('p' evaluated once). */
+#define T_FREE(p) truth_free(p)
 
 /*
  * Stop the compiler from turning a call into a jump (which would drop the
