@@ -1,0 +1,669 @@
+#!/usr/bin/env python3
+"""run.py - the heaptrail benchmark: plain vs heaptrail vs heaptrack, side by side.
+
+usage: bench/run.py [--quick] [--build DIR] [--runs N] [--only NAME,...]
+
+Every measurement alternates its configurations (A B C A B C ...): one
+warm-up round, then --runs counted rounds (5 by default, 3 with --quick),
+so a slow minute on a shared machine hits every configuration alike.  Wall
+time is measured around fork+exec+wait of the command; peak RSS is the
+child's ru_maxrss from wait4() (for heaptrack: the largest of its processes).
+
+Prints a table and the issue-8 targets with PASS/FAIL, and writes
+DIR/bench/results.json.  Exits 0 unless a run crashed or a profiler's event
+counts disagree with what the workload says it did (exit 1), so a failed
+target never breaks the build but a broken profiler does.
+
+The workload binaries are built by `make bench` (bench/bench.mk) into
+DIR/bench/; see docs/performance.md for what each one does.
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The issue-8 targets.
+MAX_SLOWDOWN = 2.5
+MIN_OVERHEAD_RATIO = 2.5
+MAX_SAMPLING_OVERHEAD = 0.05
+MIN_ANALYZER_SPEEDUP = 3.0
+SAMPLE_BYTES = 524288
+
+# mtmalloc's shape: 2 threads x OPS operations is ~0.25 s plain on the
+# reference machine; the 8-thread run does the same total work.
+MT_OPS = 2000000
+
+# Up to this many allocations/frees beyond what a workload made itself are
+# the C library's own (stdio buffers, thread start-up).
+COUNT_SLACK = 200
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.bdir = os.path.join(self.build, "bench")
+        self.dumps = os.path.join(self.bdir, "dumps")
+        os.makedirs(self.dumps, exist_ok=True)
+        self.shim = os.path.join(self.build, "libheaptrail.so")
+        self.cli = os.path.join(self.build, "heaptrail")
+        self.launcher = os.path.join(self.bdir, "spawn")
+        self.have_heaptrail = os.path.exists(self.shim) and os.path.exists(self.cli)
+        self.heaptrack = shutil.which("heaptrack")
+        self.heaptrack_print = shutil.which("heaptrack_print")
+        self.errors = []
+        self.results = {"workloads": {}, "targets": [], "errors": self.errors}
+        base = dict(os.environ)
+        for k in list(base):
+            if k == "LD_PRELOAD" or k.startswith("HEAPTRAIL_") or k.startswith("HEAPTRACK"):
+                del base[k]
+        self.base_env = base
+
+    # ---------------------------------------------------------------- running
+
+    def spawn(self, argv, env, stdin=None, stdout=None, stderr=None):
+        """Runs argv; returns (wall seconds, maxrss KiB, wait status).
+
+        Through the small launcher bench/spawn.c: a child forked from this
+        Python process would inherit its ~30 MB as a floor of ru_maxrss.
+        """
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, stdin or os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, stdout or os.devnull,
+             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+            (os.POSIX_SPAWN_OPEN, 2, stderr or os.devnull,
+             os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+        ]
+        res = os.path.join(self.dumps, "spawn.result")
+        if os.path.exists(res):
+            os.unlink(res)
+        pid = os.posix_spawn(self.launcher, [self.launcher, res] + list(argv), env,
+                             file_actions=actions)
+        _, status, _ = os.wait4(pid, 0)
+        if status != 0 or not os.path.exists(res):
+            raise RuntimeError("launcher failed on %s (status %d)" % (" ".join(argv), status))
+        with open(res) as f:
+            wall, kb, st = f.read().split()
+        return float(wall), int(kb), int(st)
+
+    def config_argv_env(self, cfg, argv, env_extra, tag):
+        """The command line, environment and dump path of one configuration."""
+        env = dict(self.base_env)
+        env.update(env_extra)
+        dump = None
+        kind = cfg["kind"]
+        if kind == "heaptrail":
+            dump = os.path.join(self.dumps, tag + ".htr")
+            env["LD_PRELOAD"] = self.shim
+            env["HEAPTRAIL_OUT"] = dump
+            env.update(cfg.get("env", {}))
+            return list(argv), env, dump
+        if kind == "heaptrack":
+            dump = os.path.join(self.dumps, tag + ".htk")
+            return [self.heaptrack, "-o", dump] + list(argv), env, dump
+        return list(argv), env, None
+
+    def find_dump(self, dump, kind):
+        """heaptrack appends .zst or .gz; the shim may add a suffix too."""
+        if dump is None:
+            return None
+        if kind == "heaptrail" and os.path.exists(dump):
+            return dump
+        hits = sorted(glob.glob(glob.escape(dump) + "*"))
+        return hits[0] if hits else None
+
+    def remove_dumps(self, dump):
+        if dump:
+            for f in glob.glob(glob.escape(dump) + "*"):
+                os.unlink(f)
+
+    def measure(self, name, argv, configs, env_extra=None, stdin=None,
+                runs=None, warmup=1, keep_dumps=True, expect=None):
+        """Alternates configs over warmup+runs rounds; returns per-config stats.
+
+        configs: list of {"name", "kind" (plain|heaptrail|heaptrack), "env"}.
+        The last counted run of every profiler keeps its dump (for counting
+        events and the analyzer measurements) when keep_dumps is set.
+        """
+        runs = runs or self.args.runs
+        env_extra = env_extra or {}
+        stats = {c["name"]: {"kind": c["kind"], "times": [], "maxrss_kb": [],
+                             "dump_bytes": [], "dump": None, "failed": False}
+                 for c in configs}
+        ref_out = None
+        log("  %s: %s (%d warm-up + %d runs x %s)" % (
+            name, " ".join(argv), warmup, runs, " ".join(c["name"] for c in configs)))
+        for rnd in range(warmup + runs):
+            last = rnd == warmup + runs - 1
+            for cfg in configs:
+                st = stats[cfg["name"]]
+                if st["failed"]:
+                    continue
+                tag = "%s-%s" % (name, cfg["name"])
+                cargv, env, dump = self.config_argv_env(cfg, argv, env_extra, tag)
+                self.remove_dumps(dump)
+                out = os.path.join(self.dumps, tag + ".out")
+                err = os.path.join(self.dumps, tag + ".err")
+                wall, rss, status = self.spawn(cargv, env, stdin, out, err)
+                if status != 0:
+                    self.fail(name, cfg, cargv, env, status, err)
+                    st["failed"] = True
+                    continue
+                with open(out, "rb") as f:
+                    text = f.read()
+                if cfg["kind"] == "plain" and ref_out is None:
+                    ref_out = text
+                elif cfg["kind"] == "heaptrail" and ref_out is not None and text != ref_out:
+                    self.error(name, cfg["name"], cargv, env,
+                               "stdout differs from the plain run's (%d vs %d bytes)"
+                               % (len(text), len(ref_out)))
+                    st["failed"] = True
+                    continue
+                st["stdout"] = text.decode("utf-8", "replace")[-300:]
+                found = self.find_dump(dump, cfg["kind"])
+                if dump and not found:
+                    self.error(name, cfg["name"], cargv, env, "no dump file was written")
+                    st["failed"] = True
+                    continue
+                if rnd >= warmup:
+                    st["times"].append(wall)
+                    st["maxrss_kb"].append(rss)
+                    if found:
+                        st["dump_bytes"].append(os.path.getsize(found))
+                if found and last and keep_dumps:
+                    st["dump"] = found
+                elif dump:
+                    self.remove_dumps(dump)
+        for st in stats.values():
+            summarize(st)
+        return stats
+
+    # ---------------------------------------------------------------- errors
+
+    def error(self, where, cfg, argv, env, what, detail=""):
+        extra = {k: v for k, v in env.items()
+                 if k in ("LD_PRELOAD", "PYTHONMALLOC") or k.startswith("HEAPTRAIL_")}
+        cmd = " ".join("%s=%s" % kv for kv in sorted(extra.items()))
+        cmd = (cmd + " " if cmd else "") + " ".join(argv)
+        e = {"workload": where, "config": cfg, "command": cmd, "symptom": what}
+        if detail:
+            e["detail"] = detail
+        self.errors.append(e)
+        log("  ERROR %s/%s: %s\n    command: %s%s" % (
+            where, cfg, what, cmd, ("\n    " + detail.replace("\n", "\n    ")) if detail else ""))
+
+    def fail(self, where, cfg, argv, env, status, errfile):
+        if os.WIFSIGNALED(status):
+            what = "killed by signal %d" % os.WTERMSIG(status)
+        else:
+            what = "exit status %d" % os.WEXITSTATUS(status)
+        try:
+            with open(errfile, "rb") as f:
+                tail = f.read()[-1500:].decode("utf-8", "replace").strip()
+        except OSError:
+            tail = ""
+        self.error(where, cfg["name"], argv, env, what, "stderr: " + tail if tail else "")
+
+    # ---------------------------------------------------------------- counts
+
+    def heaptrail_totals(self, dump):
+        """allocations, frees, reallocs from `heaptrail report --json`."""
+        p = subprocess.run([self.cli, "report", "--json", dump], capture_output=True)
+        if p.returncode != 0:
+            raise RuntimeError("`heaptrail report --json %s` exit status %d: %s" % (
+                dump, p.returncode, p.stderr.decode("utf-8", "replace").strip()[-800:]))
+        doc = json.loads(p.stdout)
+        tot = find_totals(doc)
+        if tot is None:
+            raise RuntimeError("no totals (allocations, frees) in `heaptrail report --json`")
+        return tot
+
+    def heaptrack_events(self, dump):
+        """Allocations and frees in a heaptrack dump: its '+' and '-' lines."""
+        cat = ["zstdcat", dump] if dump.endswith(".zst") else ["zcat", dump]
+        p = subprocess.Popen(cat, stdout=subprocess.PIPE)
+        allocs = frees = 0
+        prev = b"\n"
+        while True:
+            buf = p.stdout.read(1 << 22)
+            if not buf:
+                break
+            s = prev + buf
+            allocs += s.count(b"\n+")
+            frees += s.count(b"\n-")
+            prev = buf[-1:]
+        p.wait()
+        return {"allocations": allocs, "frees": frees, "reallocs": 0}
+
+    def count_events(self, name, stats, expect=None):
+        """Events and bytes/event of every profiler's kept dump; checks counts."""
+        for cname, st in stats.items():
+            if not st.get("dump"):
+                continue
+            try:
+                if st["kind"] == "heaptrail":
+                    tot = self.heaptrail_totals(st["dump"])
+                else:
+                    tot = self.heaptrack_events(st["dump"])
+            except (RuntimeError, ValueError) as e:
+                self.error(name, cname, ["heaptrail", "report", "--json", st["dump"]],
+                           {}, "analysis failed", str(e))
+                continue
+            # The analyzer counts a realloc as a free plus an allocation, as
+            # heaptrack's dump has a '-' and a '+' line for it.
+            events = tot["allocations"] + tot["frees"]
+            st["totals"] = tot
+            st["events"] = events
+            if events and st.get("dump_bytes_median"):
+                st["bytes_per_event"] = st["dump_bytes_median"] / events
+            if expect and st["kind"] == "heaptrail":
+                ea, ef = expect
+                ok = (ea <= tot["allocations"] <= ea + COUNT_SLACK and
+                      ef <= tot["frees"] <= ef + COUNT_SLACK)
+                st["counts_ok"] = ok
+                if not ok:
+                    self.error(name, cname, ["heaptrail", "report", "--json", st["dump"]], {},
+                               "wrong event counts: the workload made %d mallocs and %d frees, "
+                               "the dump has %d allocations and %d frees"
+                               % (ea, ef, tot["allocations"], tot["frees"]))
+
+    # ---------------------------------------------------------------- parts
+
+    def configs(self, heaptrack=True, extra=()):
+        c = [{"name": "plain", "kind": "plain"}]
+        if self.have_heaptrail:
+            c.append({"name": "heaptrail", "kind": "heaptrail"})
+        c.extend(extra)
+        if heaptrack and self.heaptrack:
+            c.append({"name": "heaptrack", "kind": "heaptrack"})
+        return c
+
+    def workload(self, name, argv, title, env_extra=None, stdin=None, expect_from_stdout=False,
+                 heaptrack=True, runs=None, extra=()):
+        if not self.wanted(name):
+            return None
+        configs = self.configs(heaptrack, extra)
+        stats = self.measure(name, argv, configs, env_extra, stdin, runs=runs)
+        expect = None
+        if expect_from_stdout:
+            out = stats["plain"].get("stdout", "")
+            m = re.search(r"mallocs=(\d+) frees=(\d+)", out)
+            if m:
+                expect = (int(m.group(1)), int(m.group(2)))
+        self.count_events(name, stats, expect)
+        w = {"title": title, "command": " ".join(argv), "env": env_extra or {},
+             "configs": stats}
+        if expect:
+            w["workload_counts"] = {"mallocs": expect[0], "frees": expect[1]}
+        derive(w)
+        self.results["workloads"][name] = w
+        return w
+
+    def wanted(self, name):
+        return not self.args.only or name in self.args.only
+
+    def run_all(self):
+        b = self.bdir
+        quick = self.args.quick
+        mt = os.path.join(b, "mtmalloc")
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        sql = os.path.join(b, "workload.sql")
+        with open(sql, "w") as f:
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench/workloads/sqlgen.py")],
+                           stdout=f, check=True)
+
+        log("workloads:")
+        self.workload("mtmalloc", [mt, "2", str(MT_OPS)],
+                      "mtmalloc, 2 threads x %d ops" % MT_OPS, expect_from_stdout=True)
+        self.workload("mtmalloc-8t", [mt, "8", str(MT_OPS // 4)],
+                      "mtmalloc, 8 threads x %d ops (same total)" % (MT_OPS // 4),
+                      expect_from_stdout=True, heaptrack=not quick)
+        self.workload("cxxchurn", [os.path.join(b, "cxxchurn")],
+                      "C++ string/vector/map/unordered_map churn", heaptrack=not quick)
+        self.workload("sqlite3", ["sqlite3", ":memory:"],
+                      "sqlite3 :memory: < generated script (inserts, updates, indexed queries)",
+                      stdin=sql, heaptrack=not quick)
+        self.workload("python3", [py, os.path.join(ROOT, "bench/workloads/pychurn.py")],
+                      "python3 dict/list/string churn (PYTHONMALLOC=malloc)",
+                      env_extra={"PYTHONMALLOC": "malloc"}, heaptrack=not quick)
+        if self.have_heaptrail:
+            self.sampling(mt)
+            self.frame_pointers(os.path.join(b, "mtmalloc-fp"))
+            self.analyzer()
+            self.shim_memory(mt)
+
+    def sampling(self, mt):
+        """HEAPTRAIL_SAMPLE at the default mean: overhead against plain."""
+        if not self.wanted("sampling"):
+            return
+        cfg = [{"name": "plain", "kind": "plain"},
+               {"name": "sampled", "kind": "heaptrail",
+                "env": {"HEAPTRAIL_SAMPLE": str(SAMPLE_BYTES)}}]
+        # 5% is a small difference: more rounds than elsewhere.
+        runs = 5 if self.args.quick else max(11, self.args.runs)
+        argv = [mt, "2", str(MT_OPS)]
+        stats = self.measure("sampling", argv, cfg, runs=runs)
+        self.count_events("sampling", stats)
+        w = {"title": "mtmalloc 2 threads, HEAPTRAIL_SAMPLE=%d" % SAMPLE_BYTES,
+             "command": " ".join(argv), "env": {}, "configs": stats}
+        derive(w)
+        self.results["workloads"]["sampling"] = w
+
+    def frame_pointers(self, mtfp):
+        """mtmalloc built with frame pointers: libunwind (default) vs HEAPTRAIL_UNWIND=fp."""
+        if not self.wanted("fp"):
+            return
+        cfg = [{"name": "plain", "kind": "plain"},
+               {"name": "heaptrail", "kind": "heaptrail"},
+               {"name": "heaptrail-fp", "kind": "heaptrail", "env": {"HEAPTRAIL_UNWIND": "fp"}}]
+        argv = [mtfp, "2", str(MT_OPS)]
+        stats = self.measure("fp", argv, cfg)
+        out = stats["plain"].get("stdout", "")
+        m = re.search(r"mallocs=(\d+) frees=(\d+)", out)
+        self.count_events("fp", stats, (int(m.group(1)), int(m.group(2))) if m else None)
+        w = {"title": "mtmalloc-fp (-fno-omit-frame-pointer), 2 threads",
+             "command": " ".join(argv), "env": {}, "configs": stats}
+        derive(w)
+        self.results["workloads"]["fp"] = w
+
+    def analyzer(self):
+        """Events per second: `heaptrail report` vs heaptrack_print on mtmalloc's dumps."""
+        w = self.results["workloads"].get("mtmalloc")
+        if not w or not self.wanted("analyzer"):
+            return
+        res = {}
+        runs = 1 if self.args.quick else 3
+        jobs = [("heaptrail report", "heaptrail", [self.cli, "report"])]
+        if self.heaptrack_print:
+            jobs.append(("heaptrack_print", "heaptrack", [self.heaptrack_print]))
+        log("  analyzer: %s on mtmalloc's dumps, %d runs each" % (
+            " vs ".join(j[0] for j in jobs), runs))
+        for label, cname, argv in jobs:
+            st = w["configs"].get(cname, {})
+            if not st.get("dump") or not st.get("events"):
+                continue
+            times, rss = [], []
+            for _ in range(runs):
+                err = os.path.join(self.dumps, "analyzer.err")
+                wall, kb, status = self.spawn(argv + [st["dump"]], self.base_env, None,
+                                              None, err)
+                if status != 0:
+                    self.fail("analyzer", {"name": label}, argv + [st["dump"]],
+                              {}, status, err)
+                    break
+                times.append(wall)
+                rss.append(kb)
+            if len(times) == runs:
+                med = statistics.median(times)
+                res[label] = {"command": " ".join(argv + [st["dump"]]),
+                              "events": st["events"], "times": times, "median": med,
+                              "events_per_second": st["events"] / med,
+                              "maxrss_kb": max(rss),
+                              "dump_bytes": os.path.getsize(st["dump"])}
+        a, b = res.get("heaptrail report"), res.get("heaptrack_print")
+        if a and b:
+            res["speedup"] = a["events_per_second"] / b["events_per_second"]
+        self.results["analyzer"] = res
+
+    def shim_memory(self, mt):
+        """Shim's extra peak RSS for a run and a run ten times longer."""
+        if not self.wanted("shim-memory"):
+            return
+        w1 = self.results["workloads"].get("mtmalloc")
+        cfg = [{"name": "plain", "kind": "plain"}, {"name": "heaptrail", "kind": "heaptrail"}]
+        runs = 1 if self.args.quick else 2
+        argv = [mt, "2", str(MT_OPS * 10)]
+        stats = self.measure("mtmalloc-10x", argv, cfg, runs=runs, warmup=0,
+                             keep_dumps=False)
+        w10 = {"title": "mtmalloc, 2 threads x %d ops (10x)" % (MT_OPS * 10),
+               "command": " ".join(argv), "env": {}, "configs": stats}
+        derive(w10)
+        self.results["workloads"]["mtmalloc-10x"] = w10
+        res = {"extra_rss_kb_1x": w1 and w1.get("shim_extra_rss_kb", {}).get("heaptrail"),
+               "extra_rss_kb_10x": w10.get("shim_extra_rss_kb", {}).get("heaptrail")}
+        if res["extra_rss_kb_1x"] and res["extra_rss_kb_10x"] is not None:
+            res["ratio"] = res["extra_rss_kb_10x"] / res["extra_rss_kb_1x"]
+        self.results["shim_memory"] = res
+
+    # ---------------------------------------------------------------- report
+
+    def targets(self):
+        T = self.results["targets"]
+        W = self.results["workloads"]
+
+        def add(name, value, limit, ok, fmt="%.2f"):
+            # pass is null when the figure could not be measured.
+            T.append({"target": name, "value": value, "limit": limit,
+                      "pass": ok if value is not None else None,
+                      "shown": (fmt % value) if value is not None else "not measured"})
+
+        for wl in ("mtmalloc", "mtmalloc-8t"):
+            s = W.get(wl, {}).get("slowdown", {}).get("heaptrail")
+            add("%s: heaptrail slowdown <= %.1fx plain" % (wl, MAX_SLOWDOWN), s,
+                MAX_SLOWDOWN, s is not None and s <= MAX_SLOWDOWN, "%.2fx")
+        r = W.get("mtmalloc", {}).get("overhead_ratio")
+        add("mtmalloc: heaptrack overhead / heaptrail overhead >= %.1f" % MIN_OVERHEAD_RATIO,
+            r, MIN_OVERHEAD_RATIO, r is not None and r >= MIN_OVERHEAD_RATIO, "%.1fx")
+        for wl, w in W.items():
+            c = w["configs"]
+            a = c.get("heaptrail", {}).get("bytes_per_event")
+            b = c.get("heaptrack", {}).get("bytes_per_event")
+            if a is not None and b is not None:
+                add("%s: dump bytes/event heaptrail <= heaptrack (%.2f)" % (wl, b), a, b,
+                    a <= b, "%.2f")
+        s = W.get("sampling", {}).get("slowdown", {}).get("sampled")
+        add("mtmalloc: sampling (%d) overhead <= %d%%" % (SAMPLE_BYTES,
+                                                         MAX_SAMPLING_OVERHEAD * 100),
+            None if s is None else (s - 1) * 100, MAX_SAMPLING_OVERHEAD * 100,
+            s is not None and s - 1 <= MAX_SAMPLING_OVERHEAD, "%+.1f%%")
+        a = self.results.get("analyzer", {}).get("speedup")
+        add("analyzer events/s >= %.0fx heaptrack_print" % MIN_ANALYZER_SPEEDUP, a,
+            MIN_ANALYZER_SPEEDUP, a is not None and a >= MIN_ANALYZER_SPEEDUP, "%.1fx")
+        m = self.results.get("shim_memory", {})
+        r = m.get("ratio")
+        add("shim extra RSS, 10x longer run < 10x (1x: %s KiB, 10x: %s KiB)" % (
+            m.get("extra_rss_kb_1x"), m.get("extra_rss_kb_10x")), r, 10.0,
+            r is not None and r < 10.0, "%.2fx")
+
+    def print_report(self):
+        W = self.results["workloads"]
+        print()
+        print("heaptrail benchmark  %s  %s  (%s)" % (
+            self.results["date"], self.results["machine"]["cpu"],
+            "%d cores" % self.results["machine"]["nproc"]))
+        print()
+        hdr = "%-13s %-13s %9s %17s %8s %11s %10s %9s" % (
+            "workload", "config", "median", "min-max", "x plain", "peak RSS",
+            "shim RSS", "B/event")
+        print(hdr)
+        print("-" * len(hdr))
+        for wl, w in W.items():
+            first = True
+            for cname, st in w["configs"].items():
+                if not st["times"]:
+                    print("%-13s %-13s %9s" % (wl if first else "", cname,
+                                               "FAILED" if st["failed"] else "-"))
+                    first = False
+                    continue
+                sd = w.get("slowdown", {}).get(cname)
+                extra = w.get("shim_extra_rss_kb", {}).get(cname)
+                bpe = st.get("bytes_per_event")
+                print("%-13s %-13s %8.3fs %8.3f-%-8.3f %7.2fx %8.1f MB %10s %9s" % (
+                    wl if first else "", cname, st["median"], st["min"], st["max"],
+                    sd if sd is not None else 1.0, st["maxrss_kb_median"] / 1024,
+                    ("%+.1f MB" % (extra / 1024)) if extra is not None else "",
+                    ("%.2f" % bpe) if bpe is not None else ""))
+                first = False
+            if w.get("overhead_ratio") is not None:
+                print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
+                    "", w["overhead_ratio"]))
+        print("(shim RSS: peak RSS above plain's; heaptrack's peak RSS is its largest "
+              "process, the interpreter included)")
+        a = self.results.get("analyzer")
+        if a:
+            print()
+            print("analyzer on mtmalloc's dumps (median of %d):" % len(
+                next(iter(v for v in a.values() if isinstance(v, dict)))["times"]))
+            for label, r in a.items():
+                if isinstance(r, dict):
+                    print("  %-16s %10d events %7.3fs %7.2f M events/s  peak RSS %.1f MB"
+                          % (label, r["events"], r["median"],
+                             r["events_per_second"] / 1e6, r["maxrss_kb"] / 1024))
+        print()
+        print("targets (issue 8):")
+        for t in self.results["targets"]:
+            verdict = {True: "PASS", False: "FAIL", None: "----"}[t["pass"]]
+            print("  %-4s %-72s %s" % (verdict, t["target"], t["shown"]))
+        if self.errors:
+            print()
+            print("ERRORS:")
+            for e in self.errors:
+                print("  %s/%s: %s" % (e["workload"], e["config"], e["symptom"]))
+                print("    command: %s" % e["command"])
+                if e.get("detail"):
+                    print("    " + e["detail"].replace("\n", "\n    "))
+        print()
+        print("results: %s" % os.path.relpath(self.out, os.getcwd()))
+
+
+def summarize(st):
+    t = st["times"]
+    if t:
+        st["median"] = statistics.median(t)
+        st["min"] = min(t)
+        st["max"] = max(t)
+        st["maxrss_kb_median"] = statistics.median(st["maxrss_kb"])
+    if st["dump_bytes"]:
+        st["dump_bytes_median"] = statistics.median(st["dump_bytes"])
+
+
+def derive(w):
+    """Slowdowns, overhead ratio and extra RSS of one workload's configs."""
+    c = w["configs"]
+    p = c.get("plain")
+    if not p or not p["times"]:
+        return
+    w["slowdown"] = {n: s["median"] / p["median"] for n, s in c.items() if s["times"]}
+    w["shim_extra_rss_kb"] = {n: s["maxrss_kb_median"] - p["maxrss_kb_median"]
+                              for n, s in c.items()
+                              if s["times"] and s["kind"] == "heaptrail"}
+    ht, hk = c.get("heaptrail"), c.get("heaptrack")
+    if ht and hk and ht["times"] and hk["times"]:
+        over = ht["median"] - p["median"]
+        # Below timer noise the ratio means nothing; floor heaptrail's at 1 ms.
+        w["overhead_ratio"] = (hk["median"] - p["median"]) / max(over, 0.001)
+
+
+def find_totals(doc):
+    """The object holding allocations and frees counts in the report JSON."""
+    if isinstance(doc, dict):
+        for key in ("totals", "total", "summary"):
+            v = doc.get(key)
+            if isinstance(v, dict) and "allocations" in v and "frees" in v:
+                return {"allocations": int(v["allocations"]), "frees": int(v["frees"]),
+                        "reallocs": int(v.get("reallocs", 0) or 0)}
+        if "allocations" in doc and "frees" in doc and all(
+                isinstance(doc[k], int) for k in ("allocations", "frees")):
+            return {"allocations": doc["allocations"], "frees": doc["frees"],
+                    "reallocs": int(doc.get("reallocs", 0) or 0)}
+        for v in doc.values():
+            r = find_totals(v)
+            if r:
+                return r
+    return None
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "mem_mb": mem,
+            "kernel": platform.release(), "loadavg_start": os.getloadavg()[0]}
+
+
+def versions(b):
+    def first_line(argv):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (p.stdout or p.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return None
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = None
+    return {"commit": commit,
+            "heaptrack": b.heaptrack and first_line([b.heaptrack, "--version"]),
+            "sqlite3": first_line(["sqlite3", "--version"]),
+            "python3": first_line(["/usr/bin/python3", "--version"]),
+            "cc": first_line(["cc", "--version"])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description="heaptrail benchmark (issue 8)")
+    ap.add_argument("--quick", action="store_true", help="about one minute")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--runs", type=int, default=0, help="counted runs per config")
+    ap.add_argument("--only", default="",
+                    help="comma-separated: mtmalloc,mtmalloc-8t,cxxchurn,sqlite3,python3,"
+                    "sampling,fp,analyzer,shim-memory")
+    args = ap.parse_args()
+    args.runs = args.runs or (3 if args.quick else 5)
+    args.only = set(x for x in args.only.split(",") if x)
+    b = Bench(args)
+    b.out = os.path.join(b.bdir, "results.json")
+    t0 = time.time()
+    b.results["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    b.results["machine"] = machine()
+    b.results["versions"] = versions(b)
+    b.results["quick"] = args.quick
+    b.results["runs"] = args.runs
+    if not b.have_heaptrail:
+        log("note: %s or %s is missing; measuring plain and heaptrack only"
+            % (b.shim, b.cli))
+    if not b.heaptrack:
+        log("note: heaptrack is not installed; measuring plain and heaptrail only")
+    b.run_all()
+    b.results["machine"]["loadavg_end"] = os.getloadavg()[0]
+    b.results["elapsed_s"] = round(time.time() - t0, 1)
+    b.targets()
+    for w in b.results["workloads"].values():
+        for st in w["configs"].values():
+            st.pop("stdout", None)
+    with open(b.out, "w") as f:
+        json.dump(b.results, f, indent=1, sort_keys=False)
+        f.write("\n")
+    b.print_report()
+    print("elapsed %.0f s" % b.results["elapsed_s"])
+    return 1 if b.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
