@@ -51,9 +51,9 @@ static int by_leaked(const void *pa, const void *pb)
 	int c = cmp_u64_desc(a->live_bytes, b->live_bytes);
 
 	if (!c)
-		c = cmp_u64_desc(a->live_blocks, b->live_blocks);
-	if (!c)
 		c = cmp_u64_desc(a->peak_bytes, b->peak_bytes);
+	if (!c)
+		c = cmp_u64_desc(a->live_blocks, b->live_blocks);
 	return c ? c : cmp_tail(a, b);
 }
 
