@@ -176,6 +176,11 @@ static const char *leak_word(const struct replay_totals *t)
 	return t->end_how == HTR_END_EXIT ? "leaked at exit" : "live at the end";
 }
 
+static const char *plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 static void print_site(struct report *rp, const struct site_stats *s,
 		       const char *figure)
 {
@@ -199,11 +204,10 @@ static void print_table(struct report *rp, enum rank k, const char *title,
 
 		switch (k) {
 		case BY_LEAKED:
-			snprintf(fig, sizeof(fig),
-				 "%s in %s block%s (%s of %s allocations not freed)",
+			snprintf(fig, sizeof(fig), "%s in %s block%s (from %s allocation%s)",
 				 cli_bytes(s->live_bytes), cli_count(s->live_blocks),
-				 s->live_blocks == 1 ? "" : "s",
-				 cli_count(s->live_blocks), cli_count(s->allocations));
+				 plural(s->live_blocks), cli_count(s->allocations),
+				 plural(s->allocations));
 			break;
 		case BY_PEAK:
 			snprintf(fig, sizeof(fig), "%s at the peak (%s of it)",
@@ -211,14 +215,15 @@ static void print_table(struct report *rp, enum rank k, const char *title,
 				 cli_percent(s->peak_bytes, rp->t->peak_live_bytes));
 			break;
 		case BY_ALLOCS:
-			snprintf(fig, sizeof(fig), "%s allocations, %s in total",
-				 cli_count(s->allocations),
+			snprintf(fig, sizeof(fig), "%s allocation%s, %s in total",
+				 cli_count(s->allocations), plural(s->allocations),
 				 cli_bytes(s->allocated_bytes));
 			break;
 		default:
 			snprintf(fig, sizeof(fig),
-				 "%s temporary of %s allocations (%s)",
+				 "%s temporary of %s allocation%s (%s)",
 				 cli_count(s->temporary), cli_count(s->allocations),
+				 plural(s->allocations),
 				 cli_percent(s->temporary, s->allocations));
 		}
 		print_site(rp, s, fig);
@@ -279,7 +284,7 @@ static void report_text(struct report *rp)
 	printf("%-14s %s in %s block%s\n",
 	       t->end_how == HTR_END_EXIT ? "leaked" : "live at end",
 	       cli_bytes(t->live_bytes), cli_count(t->live_blocks),
-	       t->live_blocks == 1 ? "" : "s");
+	       plural(t->live_blocks));
 	if (t->peak_rss_bytes)
 		printf("peak RSS       %s at %s\n", cli_bytes(t->peak_rss_bytes),
 		       cli_at(t->peak_rss_time));
