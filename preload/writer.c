@@ -405,7 +405,7 @@ static int open_dump(int forked)
 				continue;
 		}
 		str_add(&s, ".");
-		str_add_u64(&s, (uint64_t)n + 1);
+		str_add_u64(&s, (uint64_t)n);
 	}
 	return -EEXIST;
 }
