@@ -381,6 +381,11 @@ static int open_dump(int forked)
 		str_add_u64(&s, (uint64_t)getpid());
 		has_pid = 1;
 	}
+	/*
+	 * Candidates: the name itself; when another live process of the tree
+	 * holds it, NAME.PID; when an earlier image of this pid (before exec)
+	 * holds that, NAME.PID.1, NAME.PID.2, ...
+	 */
 	strcpy(path, base);
 	for (n = 0; n < 1000; n++) {
 		int f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -391,21 +396,20 @@ static int open_dump(int forked)
 			return -errno;
 		if (replaceable(path)) {
 			f = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-			if (f >= 0)
-				return f;
-			return -errno;
+			return f >= 0 ? f : -errno;
+		}
+		if (!has_pid) {
+			str_add(&s, ".");	/* s still builds base */
+			str_add_u64(&s, (uint64_t)getpid());
+			has_pid = 1;
+			strcpy(path, base);
+			n--;
+			continue;
 		}
 		str_init(&s, path, sizeof(path));
 		str_add(&s, base);
-		if (!has_pid) {
-			/* Another process of the tree holds the name. */
-			str_add(&s, ".");
-			str_add_u64(&s, (uint64_t)getpid());
-			if (n == 0)
-				continue;
-		}
 		str_add(&s, ".");
-		str_add_u64(&s, (uint64_t)n);
+		str_add_u64(&s, (uint64_t)n + 1);
 	}
 	return -EEXIST;
 }
