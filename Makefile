@@ -30,7 +30,7 @@ ANA_LIB_OBJ = $(filter-out $(BUILD)/obj/analyzer/main.o,$(ANA_OBJ))
 
 SHIM_CFLAGS = $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
 	      -fno-omit-frame-pointer -pthread
-SHIM_LIBS = -lunwind -lzstd -ldl -lpthread
+SHIM_LIBS = -lunwind -lzstd -ldl -lpthread -lm
 ANA_CFLAGS = $(CFLAGS_COMMON) $(SANFLAGS)
 ANA_LIBS = -ldw -lelf -lzstd -lm -lstdc++
 

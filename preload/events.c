@@ -59,6 +59,8 @@ void ev_alloc(unsigned api, void *ptr, size_t size, const struct ht_capture *c)
 	p = htr_put_u64(p, id);
 	thread_commit(t, p, (uintptr_t)ptr);
 	thread_end(t);
+	if (ht_cfg.sample_bytes)
+		sample_remember(ptr, size);
 }
 
 void ev_free(unsigned api, void *ptr)

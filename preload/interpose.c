@@ -35,7 +35,7 @@ HT_EXPORT void *malloc(size_t size)
 	}
 	ht_in_shim = 1;
 	p = ht_real.malloc(size);
-	if (HT_LIKELY(p != NULL)) {
+	if (HT_LIKELY(p != NULL) && ht_keep_alloc(size)) {
 		CAPTURE(c);
 		saved = errno;
 		ev_alloc(HTR_API_MALLOC, p, size, &c);
@@ -57,9 +57,11 @@ HT_EXPORT void free(void *ptr)
 		return;
 	}
 	ht_in_shim = 1;
-	saved = errno;
-	ev_free(HTR_API_FREE, ptr);
-	errno = saved;
+	if (ht_keep_free(ptr)) {
+		saved = errno;
+		ev_free(HTR_API_FREE, ptr);
+		errno = saved;
+	}
 	ht_real.free(ptr);
 	ht_in_shim = 0;
 }
@@ -79,7 +81,7 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 	}
 	ht_in_shim = 1;
 	p = ht_real.calloc(n, size);
-	if (HT_LIKELY(p != NULL)) {
+	if (HT_LIKELY(p != NULL) && ht_keep_alloc(n * size)) {
 		CAPTURE(c);
 		saved = errno;
 		ev_alloc(HTR_API_CALLOC, p, n * size, &c);
@@ -100,6 +102,31 @@ static void *realloc_bootstrap(void *old, size_t size)
 	return p;
 }
 
+/*
+ * Sampling: the old block's free is recorded if it was sampled, the new
+ * block is a fresh sampling decision.  The free is written before the call
+ * (the address may be reused at once); a failed realloc, rare, then shows
+ * the old block freed early.
+ */
+static void *realloc_sampled(unsigned api, void *old, size_t size,
+			     void *(*real)(void *, size_t, size_t), size_t n)
+{
+	size_t total = api == HTR_API_REALLOCARRAY ? n * size : size;
+	int saved;
+	void *p;
+
+	if (old && sample_forget(old))
+		ev_free(api, old);
+	p = real(old, n, size);
+	if (p && ht_keep_alloc(total)) {
+		CAPTURE(c);
+		saved = errno;
+		ev_alloc(api, p, total, &c);
+		errno = saved;
+	}
+	return p;
+}
+
 static void *realloc_common(unsigned api, void *old, size_t size,
 			    void *(*real)(void *, size_t, size_t), size_t n)
 {
@@ -115,6 +142,11 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 		return real(old, n, size);
 	}
 	ht_in_shim = 1;
+	if (ht_cfg.sample_bytes) {
+		p = realloc_sampled(api, old, size, real, n);
+		ht_in_shim = 0;
+		return p;
+	}
 	{
 		CAPTURE(c);
 		if (ev_realloc_begin(&x, &c) < 0) {
@@ -170,7 +202,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 /* The aligned family: same shape, different real calls. */
 static void *aligned_common(unsigned api, size_t align, size_t size, void *p)
 {
-	if (HT_LIKELY(p != NULL)) {
+	if (HT_LIKELY(p != NULL) && ht_keep_alloc(size)) {
 		int saved = errno;
 		CAPTURE(c);
 

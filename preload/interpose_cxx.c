@@ -57,7 +57,13 @@ static int begin(void)
 
 static void *finish(int tr, unsigned api, void *p, size_t size)
 {
-	return tr ? record(api, p, size) : p;
+	if (!tr)
+		return p;
+	if (!ht_keep_alloc(size)) {
+		ht_in_shim = 0;
+		return p;
+	}
+	return record(api, p, size);
 }
 
 static void *plain_new(unsigned api, size_t size, const char *fallback)
@@ -131,9 +137,11 @@ static void op_delete(unsigned api, void *ptr)
 		return;
 	}
 	ht_in_shim = 1;
-	saved = errno;
-	ev_free(api, ptr);
-	errno = saved;
+	if (ht_keep_free(ptr)) {
+		saved = errno;
+		ev_free(api, ptr);
+		errno = saved;
+	}
 	ht_real.free(ptr);
 	ht_in_shim = 0;
 }

@@ -131,6 +131,7 @@ static void after_fork_child(void)
 	ht_in_shim = 1;
 	threads_reset_after_fork();
 	stacks_reset();
+	ptrset_reset(ptrset_get(HT_SET_SAMPLED));
 	modules_reset_after_fork();
 	writer_reset_after_fork();
 	if (!ht_cfg.follow) {
@@ -162,6 +163,10 @@ void ht_init(void)
 	if (threads_init() || stacks_init() || modules_init()) {
 		ht_msg("cannot map memory for the shim: running untraced");
 		goto off;
+	}
+	if (sample_init()) {
+		ht_msg("cannot map memory for HEAPTRAIL_SAMPLE's block set: recording every event");
+		ht_cfg.sample_bytes = 0;
 	}
 	if (writer_open() != 0)
 		goto off;

@@ -224,6 +224,51 @@ void modules_note_change(void);	/* dlopen/dlclose returned */
 /* ---- sampler.c ---- */
 size_t sampler_record(uint8_t *out, size_t room, uint64_t now);
 
+/* ---- ptrset.c: a set of live blocks, for sampling and reachability ---- */
+enum { HT_SET_SAMPLED = 0, HT_SET_LIVE = 1 };
+struct ht_ptrset;
+struct ht_ptrset *ptrset_get(int which);
+int ptrset_init(struct ht_ptrset *s, size_t reserve);
+void ptrset_reset(struct ht_ptrset *s);
+int ptrset_add(struct ht_ptrset *s, uintptr_t p, uint64_t size);
+/* 1 and *size when p was in the set (and is no longer). */
+int ptrset_remove(struct ht_ptrset *s, uintptr_t p, uint64_t *size);
+/* 0 when p is certainly not in the set; lock-free. */
+int ptrset_maybe(struct ht_ptrset *s, uintptr_t p);
+uint64_t ptrset_count(struct ht_ptrset *s);
+void ptrset_each(struct ht_ptrset *s, void (*fn)(void *ctx, uintptr_t p, uint64_t size),
+		 void *ctx);
+
+/* ---- bytesample.c: HEAPTRAIL_SAMPLE ---- */
+extern __thread int64_t ht_sample_left;
+int sample_init(void);
+int sample_slow(size_t size);
+void sample_remember(void *p, size_t size);
+int sample_forget(void *p);
+
+/* Record this allocation?  Always, unless sampling says not. */
+static inline int ht_keep_alloc(size_t size)
+{
+	if (HT_LIKELY(!ht_cfg.sample_bytes))
+		return 1;
+	ht_sample_left -= (int64_t)size;
+	if (ht_sample_left > 0)
+		return 0;
+	return sample_slow(size);
+}
+
+extern _Atomic uint64_t *ht_sampled_count;
+
+/* Record this free?  Always, unless sampling never recorded the block. */
+static inline int ht_keep_free(void *p)
+{
+	if (HT_LIKELY(!ht_cfg.sample_bytes))
+		return 1;
+	if (!atomic_load_explicit(ht_sampled_count, memory_order_relaxed))
+		return 0;
+	return sample_forget(p);
+}
+
 /* ---- lifecycle.c ---- */
 void ht_init(void);		/* idempotent; called on first intercepted call */
 void ht_stop(int how, int status);	/* final flush; later events pass through */

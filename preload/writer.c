@@ -42,6 +42,7 @@ static _Atomic int stop_how;	/* != 0: final round requested */
 static int stop_status;
 static _Atomic int finished;	/* final round written */
 static _Atomic uint64_t round_requested, round_done;
+static _Atomic uint32_t progress_word;	/* bumped after each round, futex */
 static int disk_failed;
 static int after_exec;		/* an earlier image of this pid wrote a dump */
 static uint64_t events_written;
@@ -265,6 +266,12 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 
+static void announce_progress(void)
+{
+	atomic_fetch_add(&progress_word, 1);
+	syscall(SYS_futex, &progress_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 void writer_wake(void)
 {
 	atomic_fetch_add(&wake_word, 1);
@@ -286,12 +293,14 @@ static void *writer_main(void *arg)
 		if (atomic_load(&stop_how)) {
 			do_round(1);
 			atomic_store(&finished, 1);
+			announce_progress();
 			break;
 		}
 		req = atomic_load(&round_requested);
 		if (now >= next || req != atomic_load(&round_done)) {
 			do_round(0);
 			atomic_store(&round_done, req);
+			announce_progress();
 			next = now + interval;
 			continue;
 		}
@@ -584,14 +593,22 @@ void writer_reset_after_fork(void)
 	cctx = NULL;
 }
 
+/* Wait (bounded) for the writer to reach a state; it wakes us after rounds. */
 static void wait_for(int (*cond)(void), uint64_t max_ns)
 {
 	uint64_t end = ht_mono_ns() + max_ns;
-	struct timespec ts = { 0, 1000000 };
 
-	while (!cond() && ht_mono_ns() < end) {
+	for (;;) {
+		uint32_t seen = atomic_load(&progress_word);
+		uint64_t now;
+
+		if (cond())
+			return;
+		now = ht_mono_ns();
+		if (now >= end)
+			return;
 		writer_wake();
-		nanosleep(&ts, NULL);
+		futex_wait(&progress_word, seen, end - now < 10000000 ? end - now : 10000000);
 	}
 }
 
