@@ -13,7 +13,10 @@ static uint8_t *put_stack(uint8_t *p, uint32_t id, const struct ht_capture *c)
 	p = htr_put_u64(p, id);
 	p = htr_put_u64(p, c->depth);
 	for (i = 0; i < c->depth; i++) {
-		p = htr_put_s64(p, (int64_t)(c->ips[i] - prev));
+		if (i == 0)
+			p = htr_put_u64(p, c->ips[0]);
+		else
+			p = htr_put_s64(p, (int64_t)(c->ips[i] - prev));
 		prev = c->ips[i];
 	}
 	return p;

@@ -88,8 +88,9 @@ def chunk_events(b, n, base):
             ptr = new
         elif typ == 4:
             sid = b.u(); depth = b.u(); ip = 0; ips = []
-            for _ in range(depth):
-                ip += b.s(); ips.append(ip)
+            for k in range(depth):
+                ip = b.u() if k == 0 else ip + b.s()
+                ips.append(ip)
             out.append(("stack", sid, ips))
         elif typ == 5:
             t += b.u(); sub = b.u()
