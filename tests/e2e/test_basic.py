@@ -226,6 +226,27 @@ def test_process_tree():
         got = set(dumps_in(d, "tree.htr"))
         T.eq("no other dumps", sorted(got - expected), [])
 
+    with T.case("root process execs (sh -c 'exec exec_child')"):
+        need_tools()
+        exe = target("exec_child")
+        d = fresh_dir("root-exec")
+        out = os.path.join(d, "sh.htr")
+        truth_path = os.path.join(d, "truth.json")
+        cp = check.record(out, ["sh", "-c", "exec '%s'" % exe],
+                          env={"TRUTH_OUT": truth_path}, cwd=d)
+        T.eq("exit status", cp.returncode, 0)
+        truth = check.truth_lines(truth_path)[-1]
+        after = "%s.%d" % (out, truth["pid"])
+        T.eq("the shell's dump and the exec'd image's OUT.PID",
+             [os.path.basename(p) for p in dumps_in(d, "sh.htr")],
+             sorted(["sh.htr", os.path.basename(after)]))
+        if os.path.exists(out):
+            ended("the shell's dump", report_ok(out, "the shell's report"), "exec")
+        if os.path.exists(after):
+            rep = report_ok(after, "the exec'd image's report")
+            check.compare(T, rep, truth)
+            ended("the exec'd image's dump", rep, "exit")
+
     with T.case("forker (HEAPTRAIL_FOLLOW=0)"):
         need_tools()
         exe = target("forker")
