@@ -24,7 +24,6 @@
 
 _Atomic int ht_phase;
 _Atomic uint64_t ht_lost[5];
-uint64_t ht_start_ns;
 
 static int exit_status = -1;
 static unsigned fork_generation;
@@ -158,7 +157,7 @@ void ht_init(void)
 	if (real_resolve() != 0)
 		goto off;
 	config_load();
-	ht_start_ns = ht_mono_ns();
+	clock_init();
 	locate_self();
 	if (threads_init() || stacks_init() || modules_init()) {
 		ht_msg("cannot map memory for the shim: running untraced");

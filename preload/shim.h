@@ -106,9 +106,17 @@ static inline uint64_t ht_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* clock.c: CLOCK_MONOTONIC in ns, through the TSC where the kernel trusts it. */
+uint64_t ht_clock_ns(void);
+void clock_init(void);		/* sets ht_start_ns */
+void clock_calibrate(uint64_t interval_ns);	/* writer, each round */
+
+/* Dump time: ns since the start. */
 static inline uint64_t ht_now(void)
 {
-	return ht_mono_ns() - ht_start_ns;
+	uint64_t t = ht_clock_ns();
+
+	return t > ht_start_ns ? t - ht_start_ns : 0;
 }
 
 /* ---- state shared by the files ---- */

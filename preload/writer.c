@@ -228,6 +228,7 @@ static void do_round(int final)
 	uint64_t w;
 	int complete;
 
+	clock_calibrate((uint64_t)ht_cfg.interval_ms * 1000000u);
 	p = room(128);
 	raw_len += sampler_record(p, 128, ht_now());
 	if (modules_changed()) {

@@ -1,0 +1,151 @@
+/* clock.c - event time: CLOCK_MONOTONIC, read through the TSC when that is safe */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/*
+ * Every event reads the clock, so its cost matters.  When the kernel itself
+ * keeps time with the TSC (clocksource "tsc": invariant and synchronised
+ * across CPUs, checked by the kernel), events read the TSC and convert it
+ * with a linear segment that the writer thread fits to CLOCK_MONOTONIC each
+ * round.  Consecutive segments meet where one hands over to the next, so the
+ * time stays continuous and monotonic; the slope is steered so that the
+ * converted time follows CLOCK_MONOTONIC (within microseconds).  Until the
+ * first fit, and everywhere else, events call clock_gettime().
+ *
+ * Readers take the current segment under a sequence counter (the writer is
+ * its only writer), so a segment is never read half-updated.
+ */
+
+uint64_t ht_start_ns;
+
+struct segment {
+	uint64_t tsc0;		/* TSC at the segment's start */
+	uint64_t ns0;		/* CLOCK_MONOTONIC ns it stands for */
+	uint64_t mult;		/* ns per tick, 32.32 fixed point; 0 = unusable */
+};
+
+static struct segment seg;
+static _Atomic uint32_t seg_seq;
+static int tsc_ok;
+static uint64_t cal_tsc, cal_ns;	/* first calibration point */
+
+#if defined(__x86_64__)
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+#else
+static inline uint64_t rdtsc(void)
+{
+	return 0;
+}
+#endif
+
+uint64_t ht_clock_ns(void)
+{
+	if (tsc_ok) {
+		uint32_t s1, s2;
+		struct segment cur;
+
+		do {
+			s1 = atomic_load_explicit(&seg_seq, memory_order_acquire);
+			cur = seg;
+			atomic_thread_fence(memory_order_acquire);
+			s2 = atomic_load_explicit(&seg_seq, memory_order_relaxed);
+		} while (s1 != s2 || (s1 & 1));
+		if (cur.mult) {
+			uint64_t t = rdtsc();
+			uint64_t d = t > cur.tsc0 ? t - cur.tsc0 : 0;
+
+			return cur.ns0 + (uint64_t)(((unsigned __int128)d * cur.mult) >> 32);
+		}
+	}
+	return ht_mono_ns();
+}
+
+void clock_init(void)
+{
+	char buf[32] = "";
+	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		      O_RDONLY | O_CLOEXEC);
+
+	ht_start_ns = ht_mono_ns();
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+	}
+#if defined(__x86_64__)
+	tsc_ok = !strcmp(buf, "tsc\n");
+#endif
+	memset(&seg, 0, sizeof(seg));
+	atomic_store(&seg_seq, 0);
+	if (tsc_ok) {
+		cal_tsc = rdtsc();
+		cal_ns = ht_mono_ns();
+	}
+}
+
+/* A close (TSC, CLOCK_MONOTONIC) pair: the reading with the tightest bracket. */
+static void pair(uint64_t *tsc, uint64_t *ns)
+{
+	uint64_t best = UINT64_MAX;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		uint64_t a = rdtsc();
+		uint64_t m = ht_mono_ns();
+		uint64_t b = rdtsc();
+
+		if (b - a < best) {
+			best = b - a;
+			*tsc = a + (b - a) / 2;
+			*ns = m;
+		}
+	}
+}
+
+void clock_calibrate(uint64_t interval_ns)
+{
+	uint64_t tsc = 0, ns = 0, base, mult, start;
+	struct segment next;
+	double slope, correction;
+
+	if (!tsc_ok)
+		return;
+	pair(&tsc, &ns);
+	if (ns - cal_ns < 20000000u || tsc <= cal_tsc)
+		return;		/* too short a baseline for a good slope yet */
+	slope = (double)(ns - cal_ns) / (double)(tsc - cal_tsc);
+	if (seg.mult) {
+		/* Continue from where the current segment stands now ... */
+		start = seg.ns0 + (uint64_t)(((unsigned __int128)(tsc - seg.tsc0) * seg.mult) >> 32);
+		/* ... and steer towards CLOCK_MONOTONIC over the next interval. */
+		correction = ((double)ns - (double)start) / (double)(interval_ns ? interval_ns : 1);
+		if (correction > 0.01)
+			correction = 0.01;
+		if (correction < -0.01)
+			correction = -0.01;
+		slope *= 1.0 + correction;
+	} else {
+		start = ns;
+	}
+	base = tsc;
+	mult = (uint64_t)(slope * 4294967296.0);
+	if (!mult)
+		return;
+	next.tsc0 = base;
+	next.ns0 = start;
+	next.mult = mult;
+	atomic_fetch_add_explicit(&seg_seq, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	seg = next;
+	atomic_fetch_add_explicit(&seg_seq, 1, memory_order_release);
+}
