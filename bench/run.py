@@ -91,8 +91,11 @@ class Bench:
         res = os.path.join(self.dumps, "spawn.result")
         if os.path.exists(res):
             os.unlink(res)
-        pid = os.posix_spawn(self.launcher, [self.launcher, res] + list(argv), env,
-                             file_actions=actions)
+        # Variables that differ from the runner's own go to the launcher's
+        # child only (see spawn.c).
+        pairs = ["%s=%s" % kv for kv in env.items() if self.base_env.get(kv[0]) != kv[1]]
+        pid = os.posix_spawn(self.launcher, [self.launcher, res] + pairs + ["--"] + list(argv),
+                             self.base_env, file_actions=actions)
         _, status, _ = os.wait4(pid, 0)
         if status != 0 or not os.path.exists(res):
             raise RuntimeError("launcher failed on %s (status %d)" % (" ".join(argv), status))
@@ -420,22 +423,34 @@ class Bench:
         self.results["analyzer"] = res
 
     def shim_memory(self, mt):
-        """Shim's extra peak RSS for a run and a run ten times longer."""
+        """Shim's extra peak RSS for a run and a run ten times longer.
+
+        Plain's peak RSS is the same for both (the live window does not
+        change), so the difference is the shim's: it may grow with new
+        distinct stacks, never with the number of events.
+        """
         if not self.wanted("shim-memory"):
             return
-        w1 = self.results["workloads"].get("mtmalloc")
-        cfg = [{"name": "plain", "kind": "plain"}, {"name": "heaptrail", "kind": "heaptrail"}]
+        base = MT_OPS // 4 if self.args.quick else MT_OPS
         runs = 1 if self.args.quick else 2
-        argv = [mt, "2", str(MT_OPS * 10)]
-        stats = self.measure("mtmalloc-10x", argv, cfg, runs=runs, warmup=0,
-                             keep_dumps=False)
-        w10 = {"title": "mtmalloc, 2 threads x %d ops (10x)" % (MT_OPS * 10),
-               "command": " ".join(argv), "env": {}, "configs": stats}
-        derive(w10)
-        self.results["workloads"]["mtmalloc-10x"] = w10
-        res = {"extra_rss_kb_1x": w1 and w1.get("shim_extra_rss_kb", {}).get("heaptrail"),
-               "extra_rss_kb_10x": w10.get("shim_extra_rss_kb", {}).get("heaptrail")}
-        if res["extra_rss_kb_1x"] and res["extra_rss_kb_10x"] is not None:
+        cfg = [{"name": "plain", "kind": "plain"}, {"name": "heaptrail", "kind": "heaptrail"}]
+        res = {}
+        for label, ops in (("1x", base), ("10x", base * 10)):
+            w = self.results["workloads"].get("mtmalloc")
+            if label == "1x" and ops == MT_OPS and w and "shim_extra_rss_kb" in w:
+                res["extra_rss_kb_1x"] = w["shim_extra_rss_kb"].get("heaptrail")
+                res["ops_1x"] = ops
+                continue
+            argv = [mt, "2", str(ops)]
+            name = "mtmalloc-" + label
+            stats = self.measure(name, argv, cfg, runs=runs, warmup=0, keep_dumps=False)
+            w = {"title": "mtmalloc, 2 threads x %d ops (%s)" % (ops, label),
+                 "command": " ".join(argv), "env": {}, "configs": stats}
+            derive(w)
+            self.results["workloads"][name] = w
+            res["extra_rss_kb_" + label] = w.get("shim_extra_rss_kb", {}).get("heaptrail")
+            res["ops_" + label] = ops
+        if res.get("extra_rss_kb_1x") and res.get("extra_rss_kb_10x") is not None:
             res["ratio"] = res["extra_rss_kb_10x"] / res["extra_rss_kb_1x"]
         self.results["shim_memory"] = res
 
@@ -486,33 +501,38 @@ class Bench:
             self.results["date"], self.results["machine"]["cpu"],
             "%d cores" % self.results["machine"]["nproc"]))
         print()
-        hdr = "%-13s %-13s %9s %17s %8s %11s %10s %9s" % (
+        hdr = "%-13s %-12s %8s %15s %7s %9s %9s %8s %7s %7s" % (
             "workload", "config", "median", "min-max", "x plain", "peak RSS",
-            "shim RSS", "B/event")
+            "shim RSS", "dump", "events", "B/event")
         print(hdr)
         print("-" * len(hdr))
         for wl, w in W.items():
             first = True
             for cname, st in w["configs"].items():
                 if not st["times"]:
-                    print("%-13s %-13s %9s" % (wl if first else "", cname,
+                    print("%-13s %-12s %8s" % (wl if first else "", cname,
                                                "FAILED" if st["failed"] else "-"))
                     first = False
                     continue
                 sd = w.get("slowdown", {}).get(cname)
                 extra = w.get("shim_extra_rss_kb", {}).get(cname)
                 bpe = st.get("bytes_per_event")
-                print("%-13s %-13s %8.3fs %8.3f-%-8.3f %7.2fx %8.1f MB %10s %9s" % (
+                db = st.get("dump_bytes_median")
+                ev = st.get("events")
+                print("%-13s %-12s %7.3fs %6.3f-%-8.3f %6.2fx %6.1f MB %9s %8s %7s %7s" % (
                     wl if first else "", cname, st["median"], st["min"], st["max"],
                     sd if sd is not None else 1.0, st["maxrss_kb_median"] / 1024,
                     ("%+.1f MB" % (extra / 1024)) if extra is not None else "",
+                    ("%.1f MB" % (db / 1e6)) if db is not None else "",
+                    ("%.2fM" % (ev / 1e6)) if ev is not None else "",
                     ("%.2f" % bpe) if bpe is not None else ""))
                 first = False
             if w.get("overhead_ratio") is not None:
                 print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
                     "", w["overhead_ratio"]))
-        print("(shim RSS: peak RSS above plain's; heaptrack's peak RSS is its largest "
-              "process, the interpreter included)")
+        print("shim RSS: peak RSS above plain's.  heaptrack's peak RSS is that of its "
+              "largest process\n(heaptrack_interpret).  events: allocations + frees in "
+              "the dump (a realloc is both).")
         a = self.results.get("analyzer")
         if a:
             print()

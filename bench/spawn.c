@@ -1,9 +1,11 @@
 /* spawn.c - run a command, report its wall time, peak RSS and wait status */
 /*
- * usage: spawn RESULT_FILE CMD [ARGS...]
+ * usage: spawn RESULT_FILE [NAME=VALUE...] -- CMD [ARGS...]
  *
- * Writes "wall_seconds maxrss_kib wait_status\n" to RESULT_FILE and exits 0;
- * exits 127 when it cannot start CMD.
+ * Runs CMD with the NAME=VALUE pairs added to the environment, writes
+ * "wall_seconds maxrss_kib wait_status\n" to RESULT_FILE and exits 0;
+ * exits 127 when it cannot start CMD.  The pairs are set in the child only,
+ * so an LD_PRELOAD meant for CMD does not trace the launcher itself.
  *
  * Why not fork from the Python runner: Linux carries ru_maxrss across
  * execve() from the image that forked, so every child of a 30 MB Python
@@ -12,6 +14,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -24,12 +27,15 @@ int main(int argc, char **argv)
 	struct rusage ru;
 	FILE *out;
 	pid_t pid;
-	int status;
+	int status, cmd = 2, i;
 
-	if (argc < 3) {
-		fputs("usage: spawn RESULT_FILE CMD [ARGS...]\n", stderr);
+	while (cmd < argc && strcmp(argv[cmd], "--") != 0)
+		cmd++;
+	if (cmd + 1 >= argc) {
+		fputs("usage: spawn RESULT_FILE [NAME=VALUE...] -- CMD [ARGS...]\n", stderr);
 		return 2;
 	}
+	cmd++;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pid = fork();
 	if (pid < 0) {
@@ -37,8 +43,11 @@ int main(int argc, char **argv)
 		return 127;
 	}
 	if (pid == 0) {
-		execvp(argv[2], argv + 2);
-		fprintf(stderr, "spawn: cannot run '%s': %s\n", argv[2], strerror(errno));
+		for (i = 2; i < cmd - 1; i++)
+			if (putenv(argv[i]) != 0)
+				_exit(127);
+		execvp(argv[cmd], argv + cmd);
+		fprintf(stderr, "spawn: cannot run '%s': %s\n", argv[cmd], strerror(errno));
 		_exit(127);
 	}
 	while (wait4(pid, &status, 0, &ru) < 0) {
