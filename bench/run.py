@@ -76,7 +76,7 @@ class Bench:
     # ---------------------------------------------------------------- running
 
     def spawn(self, argv, env, stdin=None, stdout=None, stderr=None):
-        """Runs argv; returns (wall seconds, maxrss KiB, wait status).
+        """Runs argv; returns (wall s, maxrss KiB, wait status, cpu s).
 
         Through the small launcher bench/spawn.c: a child forked from this
         Python process would inherit its ~30 MB as a floor of ru_maxrss.
@@ -100,8 +100,8 @@ class Bench:
         if status != 0 or not os.path.exists(res):
             raise RuntimeError("launcher failed on %s (status %d)" % (" ".join(argv), status))
         with open(res) as f:
-            wall, kb, st = f.read().split()
-        return float(wall), int(kb), int(st)
+            wall, kb, st, cpu = f.read().split()
+        return float(wall), int(kb), int(st), float(cpu)
 
     def config_argv_env(self, cfg, argv, env_extra, tag):
         """The command line, environment and dump path of one configuration."""
@@ -144,7 +144,7 @@ class Bench:
         """
         runs = runs or self.args.runs
         env_extra = env_extra or {}
-        stats = {c["name"]: {"kind": c["kind"], "times": [], "maxrss_kb": [],
+        stats = {c["name"]: {"kind": c["kind"], "times": [], "cpu": [], "maxrss_kb": [],
                              "dump_bytes": [], "dump": None, "failed": False}
                  for c in configs}
         ref_out = None
@@ -161,7 +161,7 @@ class Bench:
                 self.remove_dumps(dump)
                 out = os.path.join(self.dumps, tag + ".out")
                 err = os.path.join(self.dumps, tag + ".err")
-                wall, rss, status = self.spawn(cargv, env, stdin, out, err)
+                wall, rss, status, cpu = self.spawn(cargv, env, stdin, out, err)
                 if status != 0:
                     self.fail(name, cfg, cargv, env, status, err)
                     st["failed"] = True
@@ -184,6 +184,7 @@ class Bench:
                     continue
                 if rnd >= warmup:
                     st["times"].append(wall)
+                    st["cpu"].append(cpu)
                     st["maxrss_kb"].append(rss)
                     if found:
                         st["dump_bytes"].append(os.path.getsize(found))
@@ -402,7 +403,7 @@ class Bench:
             times, rss = [], []
             for _ in range(runs):
                 err = os.path.join(self.dumps, "analyzer.err")
-                wall, kb, status = self.spawn(argv + [st["dump"]], self.base_env, None,
+                wall, kb, status, _ = self.spawn(argv + [st["dump"]], self.base_env, None,
                                               None, err)
                 if status != 0:
                     self.fail("analyzer", {"name": label}, argv + [st["dump"]],
@@ -497,12 +498,13 @@ class Bench:
     def print_report(self):
         W = self.results["workloads"]
         print()
-        print("heaptrail benchmark  %s  %s  (%s)" % (
-            self.results["date"], self.results["machine"]["cpu"],
-            "%d cores" % self.results["machine"]["nproc"]))
+        m = self.results["machine"]
+        print("heaptrail benchmark  %s  %s, %d cores  load average %.1f -> %.1f" % (
+            self.results["date"], m["cpu"], m["nproc"], m["loadavg_start"],
+            m["loadavg_end"]))
         print()
-        hdr = "%-13s %-12s %8s %15s %7s %9s %9s %8s %7s %7s" % (
-            "workload", "config", "median", "min-max", "x plain", "peak RSS",
+        hdr = "%-13s %-12s %8s %15s %7s %7s %9s %9s %8s %7s %7s" % (
+            "workload", "config", "median", "min-max", "x plain", "cpu x", "peak RSS",
             "shim RSS", "dump", "events", "B/event")
         print(hdr)
         print("-" * len(hdr))
@@ -519,9 +521,11 @@ class Bench:
                 bpe = st.get("bytes_per_event")
                 db = st.get("dump_bytes_median")
                 ev = st.get("events")
-                print("%-13s %-12s %7.3fs %6.3f-%-8.3f %6.2fx %6.1f MB %9s %8s %7s %7s" % (
+                cs = w.get("cpu_slowdown", {}).get(cname)
+                print("%-13s %-12s %7.3fs %6.3f-%-8.3f %6.2fx %6.2fx %6.1f MB %9s %8s %7s %7s" % (
                     wl if first else "", cname, st["median"], st["min"], st["max"],
-                    sd if sd is not None else 1.0, st["maxrss_kb_median"] / 1024,
+                    sd if sd is not None else 1.0, cs if cs is not None else 1.0,
+                    st["maxrss_kb_median"] / 1024,
                     ("%+.1f MB" % (extra / 1024)) if extra is not None else "",
                     ("%.1f MB" % (db / 1e6)) if db is not None else "",
                     ("%.2fM" % (ev / 1e6)) if ev is not None else "",
@@ -530,6 +534,7 @@ class Bench:
             if w.get("overhead_ratio") is not None:
                 print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
                     "", w["overhead_ratio"]))
+        print("x plain: median wall time over plain's; cpu x: the same for user+system CPU time.")
         print("shim RSS: peak RSS above plain's.  heaptrack's peak RSS is that of its "
               "largest process\n(heaptrack_interpret).  events: allocations + frees in "
               "the dump (a realloc is both).")
@@ -567,6 +572,7 @@ def summarize(st):
         st["min"] = min(t)
         st["max"] = max(t)
         st["maxrss_kb_median"] = statistics.median(st["maxrss_kb"])
+        st["cpu_median"] = statistics.median(st["cpu"])
     if st["dump_bytes"]:
         st["dump_bytes_median"] = statistics.median(st["dump_bytes"])
 
@@ -578,6 +584,10 @@ def derive(w):
     if not p or not p["times"]:
         return
     w["slowdown"] = {n: s["median"] / p["median"] for n, s in c.items() if s["times"]}
+    # CPU time (user + system, threads and waited-for children included) is
+    # less disturbed by other load on a shared machine than wall time.
+    w["cpu_slowdown"] = {n: s["cpu_median"] / max(p["cpu_median"], 1e-6)
+                         for n, s in c.items() if s["times"]}
     w["shim_extra_rss_kb"] = {n: s["maxrss_kb_median"] - p["maxrss_kb_median"]
                               for n, s in c.items()
                               if s["times"] and s["kind"] == "heaptrail"}
@@ -665,6 +675,10 @@ def main():
     b.results["versions"] = versions(b)
     b.results["quick"] = args.quick
     b.results["runs"] = args.runs
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        log("warning: load average %.1f at start: the machine is busy and wall times "
+            "will be inflated; compare the cpu columns, or rerun when it is idle" % load)
     if not b.have_heaptrail:
         log("note: %s or %s is missing; measuring plain and heaptrack only"
             % (b.shim, b.cli))

@@ -3,7 +3,8 @@
  * usage: spawn RESULT_FILE [NAME=VALUE...] -- CMD [ARGS...]
  *
  * Runs CMD with the NAME=VALUE pairs added to the environment, writes
- * "wall_seconds maxrss_kib wait_status\n" to RESULT_FILE and exits 0;
+ * "wall_seconds maxrss_kib wait_status cpu_seconds\n" to RESULT_FILE (cpu:
+ * user + system of CMD and the children it waited for) and exits 0;
  * exits 127 when it cannot start CMD.  The pairs are set in the child only,
  * so an LD_PRELOAD meant for CMD does not trace the launcher itself.
  *
@@ -62,8 +63,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "spawn: cannot write '%s': %s\n", argv[1], strerror(errno));
 		return 127;
 	}
-	fprintf(out, "%.6f %ld %d\n",
+	fprintf(out, "%.6f %ld %d %.6f\n",
 		(double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
-		ru.ru_maxrss, status);
+		ru.ru_maxrss, status,
+		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	return fclose(out) == 0 ? 0 : 127;
 }
