@@ -43,6 +43,10 @@ SAMPLE_BYTES = 524288
 # reference machine; the 8-thread run does the same total work.
 MT_OPS = 2000000
 
+# A run taking longer than this is a hang: the slowest run, heaptrack on
+# mtmalloc, takes about 7 s on the reference machine.
+TIMEOUT_S = 300
+
 # Up to this many allocations/frees beyond what a workload made itself are
 # the C library's own (stdio buffers, thread start-up).
 COUNT_SLACK = 200
@@ -66,6 +70,7 @@ class Bench:
         self.heaptrack = shutil.which("heaptrack")
         self.heaptrack_print = shutil.which("heaptrack_print")
         self.errors = []
+        self.timed_out = False
         self.results = {"workloads": {}, "targets": [], "errors": self.errors}
         base = dict(os.environ)
         for k in list(base):
@@ -77,6 +82,9 @@ class Bench:
 
     def spawn(self, argv, env, stdin=None, stdout=None, stderr=None):
         """Runs argv; returns (wall s, maxrss KiB, wait status, cpu s).
+
+        A command still running after TIMEOUT_S is killed (SIGKILL); the
+        returned status then says so and self.timed_out is set.
 
         Through the small launcher bench/spawn.c: a child forked from this
         Python process would inherit its ~30 MB as a floor of ru_maxrss.
@@ -94,13 +102,15 @@ class Bench:
         # Variables that differ from the runner's own go to the launcher's
         # child only (see spawn.c).
         pairs = ["%s=%s" % kv for kv in env.items() if self.base_env.get(kv[0]) != kv[1]]
-        pid = os.posix_spawn(self.launcher, [self.launcher, res] + pairs + ["--"] + list(argv),
+        pid = os.posix_spawn(self.launcher,
+                             [self.launcher, res, str(TIMEOUT_S)] + pairs + ["--"] + list(argv),
                              self.base_env, file_actions=actions)
         _, status, _ = os.wait4(pid, 0)
         if status != 0 or not os.path.exists(res):
             raise RuntimeError("launcher failed on %s (status %d)" % (" ".join(argv), status))
         with open(res) as f:
-            wall, kb, st, cpu = f.read().split()
+            wall, kb, st, cpu, tmo = f.read().split()
+        self.timed_out = tmo == "1"
         return float(wall), int(kb), int(st), float(cpu)
 
     def config_argv_env(self, cfg, argv, env_extra, tag):
@@ -211,7 +221,9 @@ class Bench:
             where, cfg, what, cmd, ("\n    " + detail.replace("\n", "\n    ")) if detail else ""))
 
     def fail(self, where, cfg, argv, env, status, errfile):
-        if os.WIFSIGNALED(status):
+        if self.timed_out:
+            what = "still running after %d s (hung?), killed" % TIMEOUT_S
+        elif os.WIFSIGNALED(status):
             what = "killed by signal %d" % os.WTERMSIG(status)
         else:
             what = "exit status %d" % os.WEXITSTATUS(status)
