@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "replay.h"
 
@@ -56,15 +57,49 @@ static inline uint64_t lm_home(const struct livemap *m, uint64_t ptr)
 	return (ptr * UINT64_C(0x9E3779B97F4A7C15)) >> m->shift;
 }
 
+/*
+ * Table memory.  Large tables are mapped with transparent huge pages asked
+ * for: every probe lands on a random page, and with 4 KiB pages nearly each
+ * one would also miss the TLB (and a prefetch that misses the TLB may be
+ * dropped).  Fresh anonymous memory is zeroed, which empties the slots.
+ */
+#define HUGE_MIN (UINT64_C(2) << 20)
+
+static void *table_alloc(uint64_t bytes)
+{
+	void *p;
+
+	if (bytes < HUGE_MIN)
+		return calloc(1, bytes);
+	bytes = (bytes + HUGE_MIN - 1) & ~(HUGE_MIN - 1);
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE);
+	return p;
+}
+
+static void table_free(void *p, uint64_t bytes)
+{
+	if (!p)
+		return;
+	if (bytes < HUGE_MIN) {
+		free(p);
+		return;
+	}
+	munmap(p, (bytes + HUGE_MIN - 1) & ~(HUGE_MIN - 1));
+}
+
 static int lm_init(struct livemap *m, unsigned bits)
 {
 	uint64_t cap = UINT64_C(1) << bits;
 
-	m->s = calloc(cap, sizeof(*m->s));
-	m->c = malloc(cap * sizeof(*m->c));
+	m->s = table_alloc(cap * sizeof(*m->s));
+	m->c = table_alloc(cap * sizeof(*m->c));
 	if (!m->s || !m->c) {
-		free(m->s);
-		free(m->c);
+		table_free(m->s, cap * sizeof(*m->s));
+		table_free(m->c, cap * sizeof(*m->c));
 		m->s = NULL;
 		m->c = NULL;
 		return -ENOMEM;
@@ -79,8 +114,10 @@ static int lm_init(struct livemap *m, unsigned bits)
 
 static void lm_release(struct livemap *m)
 {
-	free(m->s);
-	free(m->c);
+	if (m->s) {
+		table_free(m->s, (m->mask + 1) * sizeof(*m->s));
+		table_free(m->c, (m->mask + 1) * sizeof(*m->c));
+	}
 	memset(m, 0, sizeof(*m));
 }
 
@@ -245,6 +282,7 @@ struct observer {
 };
 
 #define MAX_OBSERVERS 16
+#define LOOKAHEAD 16		/* a power of two */
 
 struct replay {
 	struct dump *d;
@@ -275,8 +313,18 @@ struct replay {
 	struct observer obs[MAX_OBSERVERS];
 	int nobs;
 
-	struct dump_event ev;
-	int have_pending;	/* ev holds an event read but not applied yet */
+	/*
+	 * Events read ahead but not applied yet: ring[head] is the next.  The
+	 * read-ahead lets the live-map slot of each event be prefetched some
+	 * events before it is needed, which hides most of the cache miss a
+	 * large live set costs per event.  An event holding pointers into the
+	 * reader (text, reach) stops the read-ahead until it is applied: the
+	 * next dump_next() would invalidate them.
+	 */
+	struct dump_event ring[LOOKAHEAD];
+	unsigned head, count;
+	int unsafe;		/* events in the ring holding reader pointers */
+	int reader_rc;		/* 1 while the reader has more */
 	int at_end;
 	struct replay_block freed;	/* the block the current event released */
 	struct replay_block scratch;	/* replay_lookup's answer */
@@ -831,6 +879,7 @@ struct replay *replay_new(struct dump *d)
 		return NULL;
 	}
 	r->last_tid = UINT32_MAX;
+	r->reader_rc = 1;
 	return r;
 }
 
@@ -874,40 +923,84 @@ static void finish(struct replay *r)
 	r->at_end = 1;
 }
 
-/* Reads the next event into r->ev unless one is pending: 1, 0 or -1. */
+static inline int holds_pointers(const struct dump_event *e)
+{
+	return e->text || e->reach;
+}
+
+/*
+ * A macro, not a function: GCC 12 judges a function whose only effect is a
+ * prefetch to be pure and deletes the call to it.
+ */
+#define PREFETCH_SLOT(r, e)							\
+	do {									\
+		if ((e)->kind == DUMP_FREE || (e)->kind == DUMP_ALLOC) {	\
+			uint64_t h_ = lm_home(&(r)->live, (e)->ptr);		\
+										\
+			__builtin_prefetch(&(r)->live.s[h_], 1);		\
+			__builtin_prefetch(&(r)->live.c[h_], 1);		\
+		}								\
+	} while (0)
+
+/* Tops the read-ahead up; 1 when an event is ready, else 0 or -1. */
 static inline int fetch(struct replay *r)
 {
-	int rc;
+	while (r->count < LOOKAHEAD && r->reader_rc > 0 && !r->unsafe) {
+		struct dump_event *e = &r->ring[(r->head + r->count) & (LOOKAHEAD - 1)];
+		int rc;
 
-	if (r->have_pending)
-		return 1;
-	rc = dump_next(r->d, &r->ev);
-	if (rc > 0) {
-		r->have_pending = 1;
-		if (r->ev.time > r->t.duration)
-			r->t.duration = r->ev.time;
-		return 1;
+		/* the reader sets these only for the kinds that carry them */
+		e->text = NULL;
+		e->reach = NULL;
+		e->nreach = 0;
+		rc = dump_next(r->d, e);
+		if (rc <= 0) {
+			r->reader_rc = rc;
+			break;
+		}
+		r->count++;
+		if (holds_pointers(e))
+			r->unsafe++;
+		else
+			PREFETCH_SLOT(r, e);
 	}
-	if (rc == 0)
+	if (r->count)
+		return 1;
+	if (r->reader_rc == 0)
 		finish(r);
-	return rc;
+	return r->reader_rc;
+}
+
+static inline struct dump_event *next_event(struct replay *r)
+{
+	return &r->ring[r->head];
 }
 
 static inline int consume(struct replay *r)
 {
-	r->have_pending = 0;
-	return apply(r, &r->ev) < 0 ? -1 : 1;
+	struct dump_event *e = &r->ring[r->head];
+
+	r->head = (r->head + 1) & (LOOKAHEAD - 1);
+	r->count--;
+	if (holds_pointers(e))
+		r->unsafe--;
+	if (e->time > r->t.duration)
+		r->t.duration = e->time;
+	return apply(r, e) < 0 ? -1 : 1;
 }
 
 int replay_step(struct replay *r, struct dump_event *ev)
 {
+	struct dump_event *e;
 	int rc = fetch(r);
 
 	if (rc <= 0)
 		return rc;
+	e = next_event(r);
 	rc = consume(r);
+	/* the slot stays as it is until the next fetch() */
 	if (rc > 0 && ev)
-		*ev = r->ev;
+		*ev = *e;
 	return rc;
 }
 
@@ -926,7 +1019,7 @@ int replay_run_until(struct replay *r, uint64_t time)
 	int rc;
 
 	while ((rc = fetch(r)) > 0) {
-		if (r->ev.time > time)
+		if (next_event(r)->time > time)
 			return 0;	/* stays pending for the next call */
 		if (consume(r) < 0)
 			return -1;
@@ -936,7 +1029,7 @@ int replay_run_until(struct replay *r, uint64_t time)
 
 int replay_at_end(const struct replay *r)
 {
-	return r->at_end && !r->have_pending;
+	return r->at_end && !r->count;
 }
 
 const char *replay_error(const struct replay *r)
