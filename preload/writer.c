@@ -229,8 +229,14 @@ static void do_round(int final)
 	int complete;
 
 	clock_calibrate((uint64_t)ht_cfg.interval_ms * 1000000u);
-	p = room(128);
-	raw_len += sampler_record(p, 128, ht_now());
+	/*
+	 * A fatal signal may have stopped a thread inside the allocator, with
+	 * its locks held: then take no sample (mallinfo2 would wait forever).
+	 */
+	if (!final || atomic_load(&stop_how) != HTR_END_SIGNAL) {
+		p = room(128);
+		raw_len += sampler_record(p, 128, ht_now());
+	}
 	if (modules_changed()) {
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, ht_now());
