@@ -415,14 +415,22 @@ class Bench:
             times, rss = [], []
             for _ in range(runs):
                 err = os.path.join(self.dumps, "analyzer.err")
+                out = os.path.join(self.dumps, "analyzer.out")
                 wall, kb, status, _ = self.spawn(argv + [st["dump"]], self.base_env, None,
-                                              None, err)
+                                                 out, err)
                 if status != 0:
                     self.fail("analyzer", {"name": label}, argv + [st["dump"]],
                               {}, status, err)
                     break
                 times.append(wall)
                 rss.append(kb)
+            if cname == "heaptrack" and times:
+                # Cross-check the '+' lines counted against heaptrack's own.
+                with open(out, errors="replace") as f:
+                    m = re.search(r"calls to allocation functions: (\d+)", f.read())
+                if m and int(m.group(1)) != st["totals"]["allocations"]:
+                    log("  note: heaptrack_print counts %s allocations, its trace has %d"
+                        % (m.group(1), st["totals"]["allocations"]))
             if len(times) == runs:
                 med = statistics.median(times)
                 res[label] = {"command": " ".join(argv + [st["dump"]]),
