@@ -299,6 +299,12 @@ static inline int ht_tracing(void)
 	return 0;
 }
 
+/* ---- clients.c: automatic client attribution (HEAPTRAIL_CLIENTS) ---- */
+/* A thread's first event (thread_begin, BUSY held): threads mode begins its client. */
+void clients_thread_start(struct ht_thread *t);
+/* thread_exiting(), under the guard, before THREAD_EXIT: threads mode ends it. */
+void clients_thread_exit(void);
+
 /* ---- events.c (more) ---- */
 void ev_pool_alloc(uint64_t pool, const void *ptr, size_t size,
 		   const struct ht_capture *c);

@@ -302,6 +302,7 @@ struct ht_thread *thread_begin(size_t need)
 		p = htr_put_u64(p, 0);
 		t->buf->len = (uint32_t)(p - t->buf->data);
 		t->buf->nevents++;
+		clients_thread_start(t);
 		if (t->buf->len + need > HT_BUF_BYTES) {
 			/* Cannot happen with need <= a stack record; be safe. */
 			release(t);
@@ -446,6 +447,7 @@ void thread_exiting(void)
 		}
 		if (name[0])
 			ev_control(HTR_SUB_THREAD_NAME, 0, 0, name);
+		clients_thread_exit();
 		ev_control(HTR_SUB_THREAD_EXIT, 0, 0, NULL);
 	}
 	acquire(t);
