@@ -12,7 +12,8 @@
 # is the sum, "N passed, N failed, N skipped"; it exits 1 when anything failed.
 #
 # Environment: BUILD (default build), MAKE (default make), UNIT_TARGETS,
-# TESTS (a space-separated subset of script or target names to run).
+# TESTS (a space-separated subset of script or target names to run),
+# VERBOSE=1 (also show the passing checks, lines starting with "ok ").
 
 set -u
 
@@ -22,6 +23,7 @@ BUILD=${BUILD:-build}
 MAKE=${MAKE:-make}
 UNIT_TARGETS=${UNIT_TARGETS:-}
 TESTS=${TESTS:-}
+VERBOSE=${VERBOSE:-}
 export TOP="$top" BUILD
 
 passed=0
@@ -33,8 +35,8 @@ trap 'rm -f "$log"' EXIT INT TERM
 
 wanted() {	# wanted NAME: is NAME selected by $TESTS?
 	[ -z "$TESTS" ] && return 0
-	for t in $TESTS; do
-		[ "$t" = "$1" ] && return 0
+	for w in $TESTS; do
+		[ "$w" = "$1" ] && return 0
 	done
 	return 1
 }
@@ -74,21 +76,26 @@ run() {
 	echo "== $name"
 	"$@" >"$log" 2>&1
 	status=$?
-	sed 's/^/   /' "$log"
+	if [ -n "$VERBOSE" ]; then
+		sed 's/^/   /' "$log"
+	else
+		# Passing checks ("ok ...") are counted, not shown.
+		grep -v '^ok ' "$log" | sed 's/^/   /'
+	fi
 	tally "$name" "$status"
 	[ "$status" -ne 0 ] && echo "   ($name exited with status $status)"
 }
 
-for t in $UNIT_TARGETS; do
-	wanted "$t" || continue
-	run "$t" $MAKE --no-print-directory "$t"
+for unit in $UNIT_TARGETS; do
+	wanted "$unit" || continue
+	run "$unit" $MAKE --no-print-directory "$unit"
 done
 
-for t in tests/e2e/test_*; do
-	[ -f "$t" ] && [ -x "$t" ] || continue
-	name=$(basename "$t")
-	wanted "$name" || wanted "${name%.*}" || continue
-	run "$name" "./$t"
+for script in tests/e2e/test_*; do
+	[ -f "$script" ] && [ -x "$script" ] || continue
+	sname=$(basename "$script")
+	wanted "$sname" || wanted "${sname%.*}" || continue
+	run "$sname" "./$script"
 done
 
 [ -n "$crashed" ] && echo "crashed or exited non-zero without counting a failure:$crashed"

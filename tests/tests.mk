@@ -81,7 +81,7 @@ $(TEST_BUILD)/%: tests/targets/%.cc $(TEST_TRUTH_OBJ) tests/lib/truth.h include/
 
 test-targets: $(TEST_TARGETS)
 
-test: all test-targets $(TEST_DEPS_STAMP)
+test: all test-targets $(BUILD)/examples/leaky_cache $(TEST_DEPS_STAMP)
 	@BUILD='$(BUILD)' UNIT_TARGETS='$(UNIT_TARGETS)' MAKE='$(MAKE)' \
 		SANITIZE='$(SANITIZE)' ./tests/run.sh
 

@@ -33,6 +33,27 @@ static pthread_cond_t qnot_full = PTHREAD_COND_INITIALIZER;
 static void *kept[PRODUCERS * (ITEMS / KEEP_EVERY + 1)];
 static unsigned nkept;
 
+/* Addresses items ever had, to count how often one was handed out again. */
+#define SEEN_SLOTS (1u << 16)
+static uintptr_t seen[SEEN_SLOTS];
+static unsigned nseen, reused;
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_reuse(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	unsigned i = (unsigned)((a >> 4) * 0x9e3779b1u) & (SEEN_SLOTS - 1);
+
+	pthread_mutex_lock(&seen_lock);
+	while (seen[i] && seen[i] != a)
+		i = (i + 1) & (SEEN_SLOTS - 1);
+	if (seen[i])
+		reused++;
+	else if (nseen < SEEN_SLOTS / 2)
+		seen[i] = a, nseen++;
+	pthread_mutex_unlock(&seen_lock);
+}
+
 static void push(void *p)
 {
 	pthread_mutex_lock(&qlock);
@@ -64,6 +85,7 @@ static noinline void *make_item(unsigned i)
 
 	memset(p, (int)i, n);
 	memcpy(p, &i, sizeof(i));
+	count_reuse(p);
 	return p;
 }
 
@@ -137,6 +159,8 @@ int main(void)
 	join_threads(prod, PRODUCERS);
 	join_threads(&cons, 1);
 	truth_fact("kept", nkept);
+	/* Items whose address an earlier item (freed by the consumer) had. */
+	truth_fact("reused", reused);
 	truth_write();
 	return 0;
 }
