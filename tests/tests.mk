@@ -52,10 +52,10 @@ $(ANA_FLAGS_STAMP): FORCE
 		echo '$(CC) $(ANA_CFLAGS) $(SANFLAGS) $(ANA_LIBS)' > $@
 
 $(TEST_DEPS_STAMP): | $(DEPS_STAMP)
-	@# Test tools are optional: a test whose tool is missing is skipped.
-	@./scripts/install-deps.sh --test || \
-		echo "heaptrail: some test tools are missing; tests that need them are skipped" >&2
-	@touch $@
+	@# Test tools are optional: a test whose tool is missing is skipped, and
+	@# the next 'make test' tries to install them again.
+	@if ./scripts/install-deps.sh --test; then touch $@; else \
+		echo "heaptrail: some test tools are missing; tests that need them are skipped" >&2; fi
 
 $(TEST_TRUTH_OBJ): tests/lib/truth.c tests/lib/truth.h | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
