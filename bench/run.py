@@ -511,8 +511,8 @@ class Bench:
             MIN_ANALYZER_SPEEDUP, a is not None and a >= MIN_ANALYZER_SPEEDUP, "%.1fx")
         m = self.results.get("shim_memory", {})
         r = m.get("ratio")
-        add("shim extra RSS, 10x longer run < 10x (1x: %s KiB, 10x: %s KiB)" % (
-            m.get("extra_rss_kb_1x"), m.get("extra_rss_kb_10x")), r, 10.0,
+        add("shim extra RSS, 10x longer run < 10x (1x: %s, 10x: %s KiB)" % (
+            fmt_kb(m.get("extra_rss_kb_1x")), fmt_kb(m.get("extra_rss_kb_10x"))), r, 10.0,
             r is not None and r < 10.0, "%.2fx")
 
     def print_report(self):
@@ -583,6 +583,10 @@ class Bench:
                     print("    " + e["detail"].replace("\n", "\n    "))
         print()
         print("results: %s" % os.path.relpath(self.out, os.getcwd()))
+
+
+def fmt_kb(v):
+    return "?" if v is None else "%.0f" % v
 
 
 def summarize(st):
@@ -669,7 +673,14 @@ def versions(b):
                                 capture_output=True, text=True).stdout.strip()
     except OSError:
         commit = None
-    return {"commit": commit,
+    def last_commit(path):
+        try:
+            return subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %cI", "--", path],
+                                  capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return None
+    return {"commit": commit, "preload_commit": last_commit("preload"),
+            "analyzer_commit": last_commit("analyzer"),
             "heaptrack": b.heaptrack and first_line([b.heaptrack, "--version"]),
             "sqlite3": first_line(["sqlite3", "--version"]),
             "python3": first_line(["/usr/bin/python3", "--version"]),
