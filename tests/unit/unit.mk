@@ -3,7 +3,7 @@
 # Included by tests/tests.mk.  Built with the analyzer's flags (sanitizers too
 # under make SANITIZE=...); each ends with "N passed, N failed".
 #
-#   make unit-dump     analyzer/dump.c against dumps written by
+#   make unit-dump     analyzer/dump.c + dump_thread.c against dumps written by
 #                      tests/unit/dumpgen.c with exactly known content:
 #                      merge order, realloc split, clients, stacks and
 #                      modules, truncation at every byte, corrupt input,
@@ -16,18 +16,20 @@ DUMPGEN_SRC = tests/unit/dumpgen.c
 DUMPGEN_DEPS = tests/unit/dumpgen.c tests/unit/dumpgen.h common/htr_format.h \
 	       common/htr_varint.h
 BENCH_DUMP_EVENTS ?= 20000000
+# The reader's objects, for any test that links it without the whole analyzer.
+DUMP_OBJ = $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o
 
 $(DUMPU_DIR)/test_dump: tests/unit/test_dump.c $(DUMPGEN_DEPS) \
-		$(BUILD)/obj/analyzer/dump.o analyzer/dump.h analyzer/dump_internal.h
+		$(DUMP_OBJ) analyzer/dump.h analyzer/dump_internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ANA_CFLAGS) -Ianalyzer -Itests/unit -o $@ $< $(DUMPGEN_SRC) \
-		$(BUILD)/obj/analyzer/dump.o -lzstd
+		$(DUMP_OBJ) -lzstd
 
 $(DUMPU_DIR)/bench_dump: tests/unit/bench_dump.c $(DUMPGEN_DEPS) \
-		$(BUILD)/obj/analyzer/dump.o analyzer/dump.h
+		$(DUMP_OBJ) analyzer/dump.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ANA_CFLAGS) -Ianalyzer -Itests/unit -o $@ $< $(DUMPGEN_SRC) \
-		$(BUILD)/obj/analyzer/dump.o -lzstd
+		$(DUMP_OBJ) -lzstd
 
 unit-dump: $(DUMPU_DIR)/test_dump
 	$(DUMPU_DIR)/test_dump
