@@ -76,6 +76,26 @@ static const struct help_entry {
 	  "options:\n"
 	  "  --top N     at most N sites (default 0 = all)\n"
 	  "  --json      JSON instead of text (see docs/json.md)\n" },
+	{ "frag",
+	  "usage: heaptrail frag DUMP [--at T] [--top N] [--json]\n"
+	  "\n"
+	  "Why RSS stays above live bytes.  The byte ladder at moment T: bytes\n"
+	  "requested -> usable (allocator rounding) -> pages holding live blocks ->\n"
+	  "held by the allocator (mallinfo2 arena + mmapped, from the sample\n"
+	  "nearest T) -> RSS, with the gap at each step and the ratios known from\n"
+	  "Redis INFO and jemalloc stats; then page occupancy of the heaps: span,\n"
+	  "free pages malloc_trim could return, memory pinned below live blocks and\n"
+	  "the sites whose live blocks pin it; holes between live blocks by size\n"
+	  "against the sizes asked for; sites that grow blocks to exact fit\n"
+	  "(realloc by small steps) rather than geometrically; the ladder over time\n"
+	  "and at the peak; pools annotated with heaptrail.h, each on its own.\n"
+	  "Definitions: docs/fragmentation.md.\n"
+	  "\n"
+	  "options:\n"
+	  "  --at T      the moment: seconds (2.5, 500ms), 'start', 'end' (default),\n"
+	  "              'peak' or a marker name (heaptrail_mark)\n"
+	  "  --top N     sites per table (default 10; 0 = all)\n"
+	  "  --json      JSON instead of text (see docs/json.md)\n" },
 	{ "help",
 	  "usage: heaptrail help [VERB]\n"
 	  "\n"

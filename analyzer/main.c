@@ -10,6 +10,7 @@ static const struct command commands[] = {
 	{ "record", cmd_record, "run a command under the shim and write a dump" },
 	{ "report", cmd_report, "summary of a dump: totals, peak, leaks and the top sites" },
 	{ "leaks", cmd_leaks, "every site that leaked, with full stacks and reachability" },
+	{ "frag", cmd_frag, "fragmentation: why RSS stays above live bytes, what pins it" },
 	{ "help", cmd_help, "help for a verb: heaptrail help VERB" },
 };
 
