@@ -8,6 +8,7 @@
 #include "json.h"
 #include "replay.h"
 #include "site.h"
+#include "snapshot.h"
 #include "symbolize.h"
 
 #define DEFAULT_TOP 10
@@ -478,6 +479,9 @@ int cmd_report(int argc, char **argv)
 	size_t n, i;
 	int c, top = DEFAULT_TOP;
 
+	/* --at T / --between T1 T2: the figures of that moment (snapshot.c) */
+	if (snapshot_wanted(argc, argv))
+		return cmd_snapshot(argc, argv);
 	memset(&rp, 0, sizeof(rp));
 	optind = 0;
 	opterr = 0;

@@ -25,6 +25,9 @@ int cmd_help(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
+int cmd_growth(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 int cmd_frag(int argc, char **argv);
 
 /* cmd_help.c.  main() hands the verb table over before dispatching. */

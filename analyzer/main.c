@@ -10,6 +10,9 @@ static const struct command commands[] = {
 	{ "record", cmd_record, "run a command under the shim and write a dump" },
 	{ "report", cmd_report, "summary of a dump: totals, peak, leaks and the top sites" },
 	{ "leaks", cmd_leaks, "every site that leaked, with full stacks and reachability" },
+	{ "timeline", cmd_timeline, "RSS, live heap, allocator and top sites over time: chart, CSV, JSON, SVG" },
+	{ "growth", cmd_growth, "sites ranked by steady growth of live bytes: growing, bounded, transient" },
+	{ "snapshot", cmd_snapshot, "live bytes per site at a moment (--at) or left by a window (--between)" },
 	{ "frag", cmd_frag, "fragmentation: why RSS stays above live bytes, what pins it" },
 	{ "help", cmd_help, "help for a verb: heaptrail help VERB" },
 };

@@ -1,0 +1,149 @@
+/* timeseries.h - live bytes over time: heap, RSS, allocator and sites at fixed moments */
+#ifndef HT_TIMESERIES_H
+#define HT_TIMESERIES_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "cli.h"
+#include "dump.h"
+#include "replay.h"
+
+/*
+ * Two streaming passes over a dump, each bounded in memory:
+ *
+ *   ts_scan()   replays it once to learn its length, its markers, the peak
+ *               and which sites reached the most live bytes (the ones whose
+ *               curves a timeline draws);
+ *   ts_build()  replays it again and stops at 'buckets' evenly spaced
+ *               moments of the window [from, to] to sample the heap, the
+ *               last RSS / mallinfo2 sample, and every site's live bytes.
+ *
+ * Memory: the replay itself, 'buckets' points, 'buckets' values for each of
+ * the few drawn sites, and a fixed-size record per site (growth fits and
+ * temporary counts) - never anything per event.  Sampling all sites at a
+ * bucket costs one walk over the site list, so a dump with tens of
+ * thousands of sites and a few hundred buckets stays cheap.
+ *
+ * A dump still being written is read up to its last complete frame (see
+ * livedump.h); the second pass stops at the first pass's end, so both see
+ * the same events even though the file grew in between.
+ */
+
+struct ts_mark {
+	uint64_t time;
+	char *label;
+};
+
+#define TS_MAX_MARKS 65536	/* markers kept; later ones are counted only */
+
+struct ts_scan {
+	int live;		/* the writer still runs: read to its last complete frame */
+	int end_how;		/* enum htr_end, 0 when the dump has no end record */
+	uint64_t end;		/* time of the last event read */
+	uint64_t peak_time, peak_live_bytes;
+	uint64_t allocations;
+	struct ts_mark *marks;	/* in time order */
+	size_t nmarks, capmarks;
+	size_t marks_dropped;
+	uint32_t *top;		/* stack ids by their own highest live bytes, most first */
+	size_t ntop;
+};
+
+/*
+ * Pass one over 'path', keeping the 'top' sites with the highest live bytes
+ * of their own.  0, or -1 after printing why (unreadable dump, memory).
+ */
+int ts_scan(struct ts_scan *s, const char *path, size_t top);
+void ts_scan_release(struct ts_scan *s);
+
+/*
+ * Turns 'peak', 'end', 'start' and marker names into dump times using the
+ * scan (cli_parse_time() parsed them).  A time past the end is clamped to
+ * the end with a warning.  0, or -1 after printing which marker is missing.
+ */
+int ts_resolve(const struct ts_scan *s, const char *path, struct cli_time *t,
+	       size_t n);
+
+/* An incremental least-squares fit of y = a + b x (Welford's updates). */
+struct ts_fit {
+	double n, mx, my, cxx, cxy, cyy;
+};
+
+void ts_fit_add(struct ts_fit *f, double x, double y);
+/* b; 0 with fewer than two distinct x */
+double ts_fit_slope(const struct ts_fit *f);
+/* R^2 of the fit in [0, 1]; 0 when y never changes or n < 3 */
+double ts_fit_r2(const struct ts_fit *f);
+
+struct ts_config {
+	unsigned buckets;	/* sampling moments, >= 2 */
+	uint64_t from, to;	/* window; to = 0 means the scan's end */
+	uint64_t temporary_ns;	/* a block freed within this time is temporary */
+	uint64_t temporary_allocs;	/* ... or with at most this many allocations in between */
+};
+
+struct ts_point {
+	uint64_t time;		/* the moment sampled: the end of its bucket */
+	uint64_t heap_live_bytes;	/* live heap at 'time' */
+	uint64_t heap_max_bytes;	/* highest live heap during the bucket */
+	uint64_t allocations;	/* allocations so far (heap and pools) */
+	int sampled;		/* the three below come from a sample at or before 'time' */
+	uint64_t rss_bytes;
+	uint64_t allocator_bytes;	/* mallinfo2 arena + hblkhd: what malloc holds */
+	uint64_t allocator_in_use_bytes;	/* mallinfo2 uordblks + hblkhd */
+	const char *mark;	/* label of the first marker in the bucket, or NULL */
+};
+
+#define TS_SKETCH 32	/* points of the coarse curve kept for every site */
+
+/* What the second pass learned about one site, over the window. */
+struct ts_site {
+	uint32_t stack;
+	int present;		/* the site allocated before the window's end */
+	uint64_t first;		/* its first allocation (dump time) */
+	uint64_t start;		/* max(first, window start): where its fits begin */
+	uint64_t late_start;	/* the last third of [start, to] */
+	uint64_t last_bytes;	/* live bytes at the last sample */
+	uint64_t max_sample_bytes;	/* highest sampled live bytes */
+	uint64_t samples;
+	double late_sum;	/* sum of the live bytes sampled in the last third */
+	struct ts_fit by_time;	/* x = seconds since 'start' */
+	struct ts_fit by_allocs;	/* x = allocations of the program since the window start */
+	struct ts_fit late;	/* by_time, last third only */
+	uint64_t window_allocs;	/* its allocations inside the window */
+	uint64_t temp_time;	/* of those freed in the window: within temporary_ns */
+	uint64_t temp_allocs;	/* ... with <= temporary_allocs allocations in between */
+	uint64_t *series;	/* live bytes per bucket, for the drawn sites only */
+	float sketch[TS_SKETCH];	/* live bytes at TS_SKETCH moments, for every site */
+};
+
+struct timeseries {
+	struct dump *d;		/* open until ts_release(): sites are printed from it */
+	struct replay *r;	/* at the window's end */
+	int live;
+	struct ts_config cfg;	/* with 'to' resolved */
+	struct ts_point *pts;	/* cfg.buckets */
+	unsigned npts;
+	struct ts_site *sites;	/* indexed by stack id; 'present' tells which are real */
+	uint32_t nsites;	/* length of 'sites' */
+	struct ts_site **drawn;	/* the scan's top sites, in its order */
+	size_t ndrawn;
+	uint64_t window_allocs;	/* allocations of the program in the window */
+	uint64_t window_start_allocs;
+	uint64_t *series_block;	/* the drawn sites' series, one block */
+};
+
+/*
+ * Pass two over 'path' with the scan's results.  0, or -1 after printing
+ * why.  The caller releases with ts_release() in either case.
+ */
+int ts_build(struct timeseries *ts, const char *path,
+	     const struct ts_scan *scan, const struct ts_config *cfg);
+void ts_release(struct timeseries *ts);
+
+/* The replay's figures of a site (allocations, max_live_bytes ...) at the window's end. */
+const struct site_stats *ts_site_stats(struct timeseries *ts,
+				       const struct ts_site *s);
+
+#endif
