@@ -359,6 +359,11 @@ class Bench:
         if self.have_heaptrail:
             self.sampling(mt)
             self.frame_pointers(os.path.join(b, "mtmalloc-fp"))
+            self.fp_robustness([
+                ("mtmalloc", [mt, "2", str(MT_OPS // 4)], {}, None),
+                ("sqlite3", ["sqlite3", ":memory:"], {}, sql),
+                ("python3", [py, os.path.join(ROOT, "bench/workloads/pychurn.py")],
+                 {"PYTHONMALLOC": "malloc"}, None)])
             self.analyzer()
             self.shim_memory(mt)
 
@@ -395,6 +400,32 @@ class Bench:
              "command": " ".join(argv), "env": {}, "configs": stats}
         derive(w)
         self.results["workloads"]["fp"] = w
+
+    def fp_robustness(self, runs):
+        """HEAPTRAIL_UNWIND=fp on programs built without frame pointers.
+
+        Their frame chains are garbage: the shim must neither crash nor change
+        the output.  One run each; failures land in the errors.
+        """
+        if not self.wanted("fp"):
+            return
+        cfg = [{"name": "plain", "kind": "plain"},
+               {"name": "heaptrail-fp", "kind": "heaptrail", "env": {"HEAPTRAIL_UNWIND": "fp"}}]
+        res = {}
+        for name, argv, env, stdin in runs:
+            n = "fp-on-" + name
+            before = len(self.errors)
+            stats = self.measure(n, argv, cfg, env, stdin, runs=1, warmup=0, keep_dumps=True)
+            expect = None
+            m = re.search(r"mallocs=(\d+) frees=(\d+)", stats["plain"].get("stdout", ""))
+            if m:
+                expect = (int(m.group(1)), int(m.group(2)))
+            self.count_events(n, stats, expect)
+            st = stats["heaptrail-fp"]
+            res[name] = {"ok": len(self.errors) == before, "events": st.get("events"),
+                         "command": " ".join(argv)}
+            self.remove_dumps(st.get("dump"))
+        self.results["fp_robustness"] = res
 
     def analyzer(self):
         """Events per second: `heaptrail report` vs heaptrack_print on mtmalloc's dumps."""
@@ -568,6 +599,11 @@ class Bench:
                     print("  %-16s %10d events %7.3fs %7.2f M events/s  peak RSS %.1f MB"
                           % (label, r["events"], r["median"],
                              r["events_per_second"] / 1e6, r["maxrss_kb"] / 1024))
+        fr = self.results.get("fp_robustness")
+        if fr:
+            print()
+            print("HEAPTRAIL_UNWIND=fp on programs without frame pointers (must not crash): " +
+                  ", ".join("%s %s" % (k, "ok" if v["ok"] else "FAILED") for k, v in fr.items()))
         print()
         print("targets (issue 8):")
         for t in self.results["targets"]:
