@@ -839,6 +839,16 @@ static int apply(struct replay *r, struct dump_event *ev)
 	case DUMP_REACH:
 		apply_reach(r, ev);
 		break;
+	case DUMP_THREAD_EXIT: {
+		/* the tid may be reused by a new thread */
+		struct thr *th = thr_get(r, ev->tid);
+
+		if (th) {
+			th->last_alloc = 0;
+			th->realloc_pending = 0;
+		}
+		break;
+	}
 	case DUMP_LOST:
 		r->t.lost_events = ev->lost_events;
 		r->t.lost_reason = ev->lost_reason;
