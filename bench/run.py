@@ -432,7 +432,7 @@ class Bench:
         w = self.results["workloads"].get("mtmalloc")
         if not w or not self.wanted("analyzer"):
             return
-        res = {}
+        res = self.results.setdefault("analyzer", {})
         runs = 1 if self.args.quick else 3
         jobs = [("heaptrail report", "heaptrail", [self.cli, "report"])]
         if self.heaptrack_print:
@@ -472,7 +472,6 @@ class Bench:
         a, b = res.get("heaptrail report"), res.get("heaptrack_print")
         if a and b:
             res["speedup"] = a["events_per_second"] / b["events_per_second"]
-        self.results["analyzer"] = res
 
     def shim_memory(self, mt):
         """Shim's extra peak RSS for a run and a run ten times longer.
@@ -495,16 +494,37 @@ class Bench:
                 continue
             argv = [mt, "2", str(ops)]
             name = "mtmalloc-" + label
-            stats = self.measure(name, argv, cfg, runs=runs, warmup=0, keep_dumps=False)
+            stats = self.measure(name, argv, cfg, runs=runs, warmup=0, keep_dumps=True)
             w = {"title": "mtmalloc, 2 threads x %d ops (%s)" % (ops, label),
                  "command": " ".join(argv), "env": {}, "configs": stats}
             derive(w)
+            if label == "10x":
+                self.analyzer_10x(name, stats)
+            self.remove_dumps(stats["heaptrail"].get("dump"))
             self.results["workloads"][name] = w
             res["extra_rss_kb_" + label] = w.get("shim_extra_rss_kb", {}).get("heaptrail")
             res["ops_" + label] = ops
         if res.get("extra_rss_kb_1x") and res.get("extra_rss_kb_10x") is not None:
             res["ratio"] = res["extra_rss_kb_10x"] / res["extra_rss_kb_1x"]
         self.results["shim_memory"] = res
+
+    def analyzer_10x(self, name, stats):
+        """The analyzer on the 10x dump: same live set, so the same peak RSS."""
+        self.count_events(name, stats)
+        st = stats["heaptrail"]
+        if not st.get("dump") or not st.get("events"):
+            return
+        argv = [self.cli, "report", st["dump"]]
+        err = os.path.join(self.dumps, "analyzer.err")
+        log("  analyzer on the 10x dump: %s" % " ".join(argv))
+        wall, kb, status, _ = self.spawn(argv, self.base_env, None, None, err)
+        if status != 0:
+            self.fail("analyzer", {"name": "heaptrail report (10x)"}, argv, {}, status, err)
+            return
+        self.results.setdefault("analyzer", {})["heaptrail report (10x dump)"] = {
+            "command": " ".join(argv), "events": st["events"], "times": [wall],
+            "median": wall, "events_per_second": st["events"] / wall, "maxrss_kb": kb,
+            "dump_bytes": st.get("dump_bytes_median")}
 
     # ---------------------------------------------------------------- report
 
@@ -592,11 +612,11 @@ class Bench:
         a = self.results.get("analyzer")
         if a:
             print()
-            print("analyzer on mtmalloc's dumps (median of %d):" % len(
-                next(iter(v for v in a.values() if isinstance(v, dict)))["times"]))
+            print("analyzer on mtmalloc's dumps (median of %d runs; the 10x dump: 1 run):"
+                  % (1 if self.args.quick else 3))
             for label, r in a.items():
                 if isinstance(r, dict):
-                    print("  %-16s %10d events %7.3fs %7.2f M events/s  peak RSS %.1f MB"
+                    print("  %-27s %10d events %7.3fs %7.2f M events/s  peak RSS %.1f MB"
                           % (label, r["events"], r["median"],
                              r["events_per_second"] / 1e6, r["maxrss_kb"] / 1024))
         fr = self.results.get("fp_robustness")
