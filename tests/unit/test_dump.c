@@ -1323,6 +1323,61 @@ static void test_thread_churn(void)
 	result_free(&r);
 }
 
+/*
+ * Many threads living and dying at random, tids drawn again from a small
+ * pool as soon as they are free: every allocation must keep the client of
+ * the thread instance that made it (the client is the allocation's ptr).
+ */
+static void test_thread_churn_random(void)
+{
+	enum { POOL = 46, STEPS = 30000 };	/* 46 tids fill a 64-slot map: probing */
+	const char *path = tpath("churn2.htr");
+	struct dumpgen *g = start(path);
+	uint64_t client[POOL] = { 0 }, next_client = 1, t = 0, want_allocs = 0;
+	uint64_t last_t[POOL] = { 0 };
+	struct result r;
+	size_t j, allocs = 0, bad = 0;
+	int alive[POOL] = { 0 }, s;
+
+	rng_state = 4242;
+	dg_set_frame_max(g, 128);
+	for (s = 0; s < STEPS; s++) {
+		int k = (int)(rnd() % POOL);
+		uint32_t tid = 7000 + (uint32_t)k * 13;
+
+		dg_chunk_begin(g, tid, last_t[k]);
+		if (!alive[k]) {
+			alive[k] = 1;
+			client[k] = next_client++;
+			dg_thread_start(g, ++t, 1);
+			dg_client_set(g, ++t, client[k]);
+		}
+		dg_alloc(g, ++t, HTR_API_MALLOC, client[k], 8, 0, 0);
+		want_allocs++;
+		if (rnd() % 4 == 0) {
+			dg_thread_exit(g, ++t);
+			alive[k] = 0;
+		}
+		last_t[k] = t;
+		dg_chunk_end(g);
+		if (rnd() % 3 == 0)
+			dg_watermark(g, t + 1);
+	}
+	CHECK(dg_close(g) == 0);
+	read_dump(path, &r);
+	CHECKF(r.opened && !r.warn[0], "%s %s", r.err, r.warn);
+	for (j = 0; j < r.n; j++) {
+		if (r.ev[j].kind != DUMP_ALLOC)
+			continue;
+		allocs++;
+		bad += r.ev[j].client != r.ev[j].ptr;
+		if (j && r.ev[j].time <= r.ev[j - 1].time)
+			bad++;
+	}
+	CHECKF(allocs == want_allocs && bad == 0, "%zu allocs, %zu wrong", allocs, bad);
+	result_free(&r);
+}
+
 /* ---- driver ---- */
 
 struct test {
@@ -1344,6 +1399,7 @@ static const struct test tests[] = {
 	{ "follow mode", test_follow },
 	{ "bounded memory", test_bounded_memory },
 	{ "thread churn", test_thread_churn },
+	{ "thread churn, random tid reuse", test_thread_churn_random },
 };
 
 static void rm_tmpdir(void)
