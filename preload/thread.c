@@ -424,7 +424,8 @@ void thread_exiting(void)
 		return;
 	}
 	ht_in_shim = 1;
-	if (ht_tracing()) {
+	/* not ht_tracing(): it answers 0 under the guard just set */
+	if (atomic_load(&ht_phase) == HT_ON) {
 		char name[32] = "";
 		char path[64];
 		struct ht_str s;
