@@ -503,6 +503,7 @@ int dump_set_text(struct dump *d, struct dump_event *ev, const uint8_t *s, size_
 	return 0;
 }
 
+/* Delivers a top-level record: 1, 0 when it yields no event, -ENOMEM. */
 static int emit_record(struct dump *d, struct tlrec *t, struct dump_event *ev)
 {
 	struct rd r = { t->body, t->end, 0 };

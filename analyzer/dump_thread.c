@@ -199,7 +199,9 @@ static int define_stack(struct dump *d, struct rd *r)
 		int m;
 
 		ip = i ? ip + (uint64_t)htr_unzigzag(v) : v;
-		m = module_at(d, ip);
+		/* return addresses: the call is the byte before, which may be
+		 * the last one of its module */
+		m = module_at(d, ip ? ip - 1 : 0);
 		fr[i].ip = ip;
 		fr[i].module = m;
 		fr[i].offset = m >= 0 ? ip - d->mods[m].load_bias : ip;
@@ -606,7 +608,7 @@ static void cursor_retire(struct dump *d, struct cursor *c)
 }
 
 int dump_enqueue_chunk(struct dump *d, struct frame *f, uint32_t tid,
-			 uint64_t base, const uint8_t *p, const uint8_t *end)
+		       uint64_t base, const uint8_t *p, const uint8_t *end)
 {
 	struct cursor *c = cursor_get(d, tid);
 	int ret;
@@ -641,6 +643,7 @@ int dump_enqueue_chunk(struct dump *d, struct frame *f, uint32_t tid,
 	return ret < 0 && d->failed ? dump_bad(d, "out of memory") : 0;
 }
 
+/* Delivers MODULE_LOAD: the module joins dump_modules() and the address map. */
 int dump_module_load(struct dump *d, struct rd *r, struct dump_event *ev)
 {
 	struct dump_module *m;
@@ -686,8 +689,6 @@ int dump_module_load(struct dump *d, struct rd *r, struct dump_event *ev)
 	return 1;
 }
 
-/* Delivers a top-level record: 1, 0 when it yields no event, -ENOMEM. */
-
 /* Delivers MODULE_UNLOAD: 1, or 0 for an id never loaded (nothing to tell). */
 int dump_module_unload(struct dump *d, struct rd *r, struct dump_event *ev)
 {
@@ -704,6 +705,10 @@ int dump_module_unload(struct dump *d, struct rd *r, struct dump_event *ev)
 	return 1;
 }
 
+/*
+ * The hot path: hands out the head of the cursor at the heap top, decodes
+ * its next event and lets the heap settle, without leaving this file.
+ */
 int dump_emit_cursor(struct dump *d, struct cursor *c, struct dump_event *ev)
 {
 	const struct head *h = &c->h;
