@@ -106,13 +106,14 @@ def report_ok(dump, label="report"):
     return doc
 
 
-def run_single(name, mode):
+def run_single(name, mode, extra_env=None):
     """Runs a target once under the shim; returns (report, truth)."""
     exe = target(name)
     d = fresh_dir("%s-%s" % (name, mode))
     out = os.path.join(d, "out.htr")
     truth_path = os.path.join(d, "truth.json")
     env = {"TRUTH_OUT": truth_path}
+    env.update(extra_env or {})
     if mode == "record":
         cp = check.record(out, [exe], env=env, cwd=d)
     else:
@@ -158,6 +159,15 @@ def test_single_targets():
                 if name == "cxx_new" and "mismatches" in rep["totals"]:
                     T.eq("totals.mismatches", rep["totals"]["mismatches"],
                          truth["facts"]["mismatches"])
+
+
+def test_fp_unwinder():
+    """Targets keep frame pointers: the fp unwinder must find the same sites."""
+    for name in ("leak_depths", "threads"):
+        with T.case("%s (HEAPTRAIL_UNWIND=fp)" % name):
+            need_tools()
+            rep, truth, _ = run_single(name, "preload-fp", {"HEAPTRAIL_UNWIND": "fp"})
+            check.compare(T, rep, truth)
 
 
 def test_heaptrack():
@@ -300,6 +310,19 @@ def test_depth_cap():
                     max(stack_lengths(rep)) <= want, "lengths %r" % stack_lengths(rep))
             if want < 150:
                 T.eq("every stack has HEAPTRAIL_DEPTH frames", stack_lengths(rep), [want])
+
+    with T.case("deep_recursion (record --depth 12)"):
+        need_tools()
+        exe = target("deep_recursion")
+        d = fresh_dir("deep-record")
+        out = os.path.join(d, "deep.htr")
+        truth_path = os.path.join(d, "truth.json")
+        cp = check.record(out, [exe], env={"TRUTH_OUT": truth_path}, cwd=d,
+                          options=["--depth", "12"])
+        T.eq("exit status", cp.returncode, 0)
+        rep = report_ok(out)
+        check.compare(T, rep, check.truth_lines(truth_path)[-1])
+        T.eq("every stack has 12 frames", stack_lengths(rep), [12])
 
     with T.case("deep_recursion (HEAPTRAIL_DEPTH=1000, above the maximum)"):
         need_tools()
@@ -589,6 +612,7 @@ def main():
         T.finish()
     try:
         test_single_targets()
+        test_fp_unwinder()
         test_heaptrack()
         test_process_tree()
         test_depth_cap()
