@@ -119,7 +119,7 @@ static void touch_stack(const struct dump *d, uint32_t id)
 		REQUIRE(s->frames[i].module >= -1 && s->frames[i].module < (int)nm);
 }
 
-static void read_fully(const char *path)
+static void read_fully(const char *path, int follow)
 {
 	struct dump_event ev;
 	struct dump *d;
@@ -137,7 +137,13 @@ static void read_fully(const char *path)
 	}
 	last.opened = 1;
 	REQUIRE(dump_process(d) != NULL);
-	while ((last.rc = dump_next(d, &ev)) == 1) {
+	/* follow mode first: it must stop at the end too, then hand over */
+	dump_set_follow(d, follow);
+	while ((last.rc = dump_next(d, &ev)) == 1 || (last.rc == 0 && follow--)) {
+		if (last.rc == 0) {
+			dump_set_follow(d, 0);
+			continue;
+		}
 		last.events++;
 		switch (ev.kind) {
 		case DUMP_ALLOC:
@@ -188,7 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	read_fully(path);
+	read_fully(path, size > 1 && (data[size - 1] & 1));
 	close(fd);
 	return 0;
 }
