@@ -64,6 +64,7 @@ struct dump_reach_entry {
 	uint8_t cls;		/* enum htr_reach */
 };
 
+/* Fields not listed for an event's kind are unspecified. */
 struct dump_event {
 	enum dump_kind kind;
 	uint64_t time;		/* ns since start */
@@ -148,6 +149,7 @@ const struct dump_process *dump_process(const struct dump *d);
 const struct dump_stack *dump_stack(const struct dump *d, uint32_t id);
 /* Number of stack ids defined so far (ids are 1..n). */
 uint32_t dump_stack_count(const struct dump *d);
+/* Every module loaded so far, in load order; valid until the next dump_next(). */
 const struct dump_module *dump_modules(const struct dump *d, size_t *n);
 /* Time of the last event read so far (the dump's duration at the end). */
 uint64_t dump_time(const struct dump *d);
