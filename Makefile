@@ -34,7 +34,7 @@ SHIM_LIBS = -lunwind -lzstd -ldl -lpthread -lm
 ANA_CFLAGS = $(CFLAGS_COMMON) $(SANFLAGS)
 ANA_LIBS = -ldw -lelf -lzstd -lm -lstdc++
 
-all: $(BUILD)/libheaptrail.so $(BUILD)/heaptrail
+all: $(BUILD)/libheaptrail.so $(BUILD)/heaptrail $(BUILD)/heaptrail-replay-child
 
 $(DEPS_STAMP):
 	@mkdir -p $(BUILD)
@@ -56,6 +56,10 @@ $(BUILD)/libheaptrail.so: $(SHIM_OBJ) preload/libheaptrail.map
 $(BUILD)/heaptrail: $(ANA_OBJ)
 	$(CC) $(SANFLAGS) -o $@ $(ANA_OBJ) $(ANA_LIBS)
 
+# 'heaptrail replay' runs this under each allocator: plain malloc, no sanitizers
+$(BUILD)/heaptrail-replay-child: analyzer/replay_child/replay_child.c analyzer/replay_ops.h common/htr_varint.h | $(DEPS_STAMP)
+	$(CC) $(CFLAGS_COMMON) -o $@ $<
+
 -include tests/tests.mk
 -include bench/bench.mk
 
@@ -64,6 +68,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/doc/heaptrail
 	install -m 755 $(BUILD)/heaptrail $(DESTDIR)$(PREFIX)/bin/heaptrail
 	install -m 755 $(BUILD)/libheaptrail.so $(DESTDIR)$(PREFIX)/lib/heaptrail/libheaptrail.so
+	install -m 755 $(BUILD)/heaptrail-replay-child $(DESTDIR)$(PREFIX)/lib/heaptrail/heaptrail-replay-child
 	install -m 644 include/heaptrail.h $(DESTDIR)$(PREFIX)/include/heaptrail.h
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/heaptrail/
 

@@ -231,6 +231,25 @@ static const struct help_entry {
 	  "\n"
 	  "example:\n"
 	  "  heaptrail gate --max-leaked 0 --junit leaks.xml -- make check\n" },
+	{ "replay",
+	  "usage: heaptrail replay DUMP [--allocator LIB]... [--json]\n"
+	  "\n"
+	  "Is it the program or the allocator?  Replays the dump's heap operations\n"
+	  "(sizes, order and lifetimes, all threads in time order on one thread)\n"
+	  "in a child process, once on glibc's malloc and once on each allocator\n"
+	  "given, and shows their peak and final RSS side by side.  The child writes\n"
+	  "every page of each block, as a program filling it would.\n"
+	  "\n"
+	  "options:\n"
+	  "  --allocator LIB  jemalloc, tcmalloc, mimalloc, glibc, or the path of a\n"
+	  "                   library that replaces malloc when preloaded; repeat\n"
+	  "                   for more (default: glibc and each of the known ones\n"
+	  "                   installed)\n"
+	  "  --json           JSON instead of text\n"
+	  "\n"
+	  "Exits 1 when the replay failed on an allocator (the table says why).\n"
+	  "The child is heaptrail-replay-child, next to heaptrail or in\n"
+	  "../lib/heaptrail/ ($HEAPTRAIL_REPLAY_CHILD overrides).\n" },
 	{ "help",
 	  "usage: heaptrail help [VERB]\n"
 	  "\n"

@@ -14,6 +14,7 @@ static const struct command commands[] = {
 	{ "growth", cmd_growth, "sites ranked by steady growth of live bytes: growing, bounded, transient" },
 	{ "snapshot", cmd_snapshot, "live bytes per site at a moment (--at) or left by a window (--between)" },
 	{ "frag", cmd_frag, "fragmentation: why RSS stays above live bytes, what pins it" },
+	{ "replay", cmd_replay, "replay the allocations on other allocators: RSS side by side" },
 	{ "clients", cmd_clients, "what each client leaves behind after it disconnects (residue)" },
 	{ "gate", cmd_gate, "CI leak gate: run a command or read dumps, fail past limits" },
 	{ "help", cmd_help, "help for a verb: heaptrail help VERB" },
