@@ -107,10 +107,10 @@ static void leaks_text(struct leaks *lk)
 	for (i = 0; i < lk->shown; i++) {
 		const struct site_stats *s = lk->v[i];
 
-		printf("\n%s in %s block%s (%s of %s allocations not freed)",
+		printf("\n%s in %s block%s (%s of %s allocation%s not freed)",
 		       cli_bytes(s->live_bytes), cli_count(s->live_blocks),
 		       s->live_blocks == 1 ? "" : "s", cli_count(s->live_blocks),
-		       cli_count(s->allocations));
+		       cli_count(s->allocations), s->allocations == 1 ? "" : "s");
 		if (t->have_reach) {
 			int first = 1;
 
