@@ -892,6 +892,32 @@ static void test_bad_files(void)
 	dg_close(g);
 	expect_open_error(p, "does not start with a process record");
 
+	/* a later version's bigger header is skipped (same version number) */
+	p = tpath("big-header.htr");
+	g = start(p);
+	dg_chunk_begin(g, 1, 0);
+	dg_alloc(g, 1, HTR_API_MALLOC, 0x10, 1, 0, 0);
+	dg_chunk_end(g);
+	dg_close(g);
+	f = fopen(p, "rb");
+	if (f) {
+		size_t n = file_size(p);
+		uint8_t *b = calloc(1, n + 16);
+		struct result r;
+
+		if (b && fread(b, 1, n, f) == n) {
+			memmove(b + 80, b + 64, n - 64);
+			memset(b + 64, 0xee, 16);
+			b[12] = 80;
+			write_bytes(p, b, n + 16);
+			read_dump(p, &r);
+			CHECKF(r.opened && r.n == 1 && r.ev[0].ptr == 0x10, "%s", r.err);
+			result_free(&r);
+		}
+		free(b);
+		fclose(f);
+	}
+
 	/* header size smaller than the header */
 	p = tpath("hsize.htr");
 	g = dg_create(p, 0);
@@ -1015,6 +1041,11 @@ static void fill_chunk_too_long(struct dumpgen *g)
 	dg_raw(g, "\x04\x01\x00\x7f\x01\x02", 6);	/* CHUNK of 127 bytes, 2 present */
 }
 
+static void fill_long_string(struct dumpgen *g)
+{
+	dg_raw(g, "\x09\x05\x7f\x41", 4);	/* MARK with 127 bytes promised, 1 there */
+}
+
 static void fill_absurd_reach(struct dumpgen *g)
 {
 	dg_raw(g, "\x0a\x05\x00\xff\xff\xff\xff\x0f\x00\x00", 10);
@@ -1074,6 +1105,7 @@ static void test_corrupt(void)
 	corrupt_case("runs-off.htr", fill_runs_off, NULL, "runs off the end of its chunk", 0);
 	corrupt_case("chunk-long.htr", fill_chunk_too_long, NULL, "runs off its end", 0);
 	corrupt_case("reach.htr", fill_absurd_reach, NULL, "malformed", 0);
+	corrupt_case("string.htr", fill_long_string, NULL, "malformed", 0);
 	corrupt_case("deep.htr", fill_deep_stack, NULL, "bad stack definition", 0);
 	corrupt_case("far-id.htr", fill_far_stack_id, NULL, "far beyond", 0);
 	corrupt_case("process2.htr", fill_second_process, NULL, "second process record", 0);
