@@ -308,6 +308,9 @@ static void test_temporary(void)
 	ev_alloc(&d, 1, 0x50, 8, 6, HTR_API_MALLOC);
 	ev_realloc(&d, 1, 0x50, 0x60, 16, 7);	/* the realloc's free: not */
 	ev_free(&d, 1, 0x60, HTR_API_FREE);	/* temporary for site 7 */
+	ev_alloc(&d, 5, 0x70, 8, 8, HTR_API_MALLOC);
+	add(&d, DUMP_THREAD_EXIT)->tid = 5;
+	ev_free(&d, 5, 0x70, HTR_API_FREE);	/* a new thread with the same tid: not */
 	r = run_all(&d);
 	EQ(replay_totals(r)->temporary, 3);
 	EQ(replay_site(r, 1)->temporary, 1);
@@ -317,6 +320,7 @@ static void test_temporary(void)
 	EQ(replay_site(r, 5)->temporary, 0);
 	EQ(replay_site(r, 6)->temporary, 0);
 	EQ(replay_site(r, 7)->temporary, 1);
+	EQ(replay_site(r, 8)->temporary, 0);
 	done(&d, r);
 }
 
