@@ -253,13 +253,18 @@ static void check_free(struct check *c)
 	free(c->site_bytes);
 }
 
-/* "over by X" for a failed size check. */
-static const char *over(double value, double limit)
+/* "X over" for a failed check. */
+static const char *over_unit(double value, double limit, const char *unit)
 {
 	static char buf[64];
 
-	snprintf(buf, sizeof(buf), "%s over", cli_bytes((uint64_t)(value - limit)));
+	snprintf(buf, sizeof(buf), "%s%s over", cli_bytes((uint64_t)(value - limit)), unit);
 	return buf;
+}
+
+static const char *over(double value, double limit)
+{
+	return over_unit(value, limit, "");
 }
 
 static void judge_size(struct check *c, double value, double limit)
@@ -352,14 +357,12 @@ static void proc_checks(struct run *run, struct proc *pr)
 				break;
 			}
 			judge_size(c, p->growth_bps, o->max[k]);
-			snprintf(c->msg, sizeof(c->msg), "live heap grew %s%s/s over %s%s%s/s",
+			snprintf(c->msg, sizeof(c->msg), "live heap grew %s%s/s over %s%s%s",
 				 p->growth_bps < 0 ? "-" : "",
 				 cli_bytes((uint64_t)fabs(p->growth_bps)),
 				 cli_duration(p->duration_ns),
 				 c->state == ST_FAIL ? ", " : "",
-				 c->state == ST_FAIL ? over(c->value, c->limit) : "");
-			if (c->state == ST_FAIL)
-				strcat(c->msg, " (per second)");
+				 c->state == ST_FAIL ? over_unit(c->value, c->limit, "/s") : "");
 			for (i = 0; i < p->nsites; i++)
 				check_add_site(c, &p->sites[i], p, p->sites[i].bytes);
 			break;
@@ -382,8 +385,9 @@ static void proc_checks(struct run *run, struct proc *pr)
 				 p->residue_max_label ? p->residue_max_label : "no label",
 				 c->state == ST_FAIL ? ", " : "",
 				 c->state == ST_FAIL ? over(c->value, c->limit) : "");
-			for (i = 0; i < p->nsites; i++)
-				check_add_site(c, &p->sites[i], p, p->sites[i].bytes);
+			for (i = 0; i < p->nresidue_sites; i++)
+				check_add_site(c, &p->residue_sites[i], p,
+					       p->residue_sites[i].bytes / p->clients_ended);
 			break;
 		}
 		default:

@@ -182,6 +182,19 @@ static const struct help_entry {
 	  "              'peak' or a marker name (heaptrail_mark)\n"
 	  "  --top N     sites per table (default 10; 0 = all)\n"
 	  "  --json      JSON instead of text (see docs/json.md)\n" },
+	{ "diff",
+	  "usage: heaptrail diff OLD NEW [--top N] [--all] [--json]\n"
+	  "\n"
+	  "Per-site changes between two dumps: leaked bytes and blocks, bytes at\n"
+	  "the peak of live heap, allocations and bytes allocated.  Sites are\n"
+	  "matched by function, source file and line of every frame, not by\n"
+	  "address, so dumps of two builds of a program compare.  Sites whose\n"
+	  "leaked bytes changed most come first.\n"
+	  "\n"
+	  "options:\n"
+	  "  --top N     at most N sites (default 20; 0 = all)\n"
+	  "  --all       JSON: also the sites that did not change\n"
+	  "  --json      JSON instead of text (see docs/ci.md)\n" },
 	{ "gate",
 	  "usage: heaptrail gate [LIMITS] [OPTIONS] -- CMD [ARGS...]\n"
 	  "       heaptrail gate [LIMITS] [OPTIONS] DUMP...\n"

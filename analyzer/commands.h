@@ -31,6 +31,7 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_clients(int argc, char **argv);
 int cmd_frag(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 int cmd_gate(int argc, char **argv);
 
 /* cmd_help.c.  main() hands the verb table over before dispatching. */

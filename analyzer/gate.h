@@ -58,9 +58,9 @@ struct gate_proc {
 	size_t growth_samples;
 	double growth_bps;	/* bytes per second; meaningful when growth_samples >= 3 */
 
-	/* per-client residue (clients that disconnected) */
+	/* per-client residue (clients.c: clients judged after disconnect) */
 	uint64_t clients_ended;
-	uint64_t residue_bytes;
+	uint64_t residue_bytes;		/* summed over them, less suppressed sites */
 	uint64_t residue_max_bytes;	/* of the worst client */
 	uint64_t residue_max_client;
 	char *residue_max_label;
@@ -71,6 +71,9 @@ struct gate_proc {
 	/* the largest shares of the peak (keep_frames_sites of them) */
 	struct gate_site *peak_sites;
 	size_t npeak_sites;
+	/* the largest residue after disconnect (bytes: summed over clients) */
+	struct gate_site *residue_sites;
+	size_t nresidue_sites;
 };
 
 struct gate_dump_opts {

@@ -5,16 +5,17 @@
 #include <string.h>
 
 #include "cli.h"
+#include "clients.h"
 #include "gate.h"
 #include "replay.h"
 #include "site.h"
 #include "symbolize.h"
 
 /*
- * One replay pass with two observers: live heap at every sample (for the
- * growth slope) and the clients' disconnect times (for residue).  Then the
- * leaking sites are symbolized once, run through the suppressions, and the
- * rest kept as strings.
+ * One replay pass with two observers: ours (live heap at every sample for
+ * the growth slope, the stacks of custom-pool blocks) and clients.c's (for
+ * residue after disconnect).  Then the leaking sites are symbolized once,
+ * run through the suppressions, and the rest kept as strings.
  */
 
 /* ---- live heap growth --------------------------------------------------- */
@@ -53,72 +54,10 @@ static double growth_slope(const struct growth *g)
 	return (n * g->sty - g->st * g->sy) / den;
 }
 
-/* ---- clients ------------------------------------------------------------ */
-
-struct client {
-	uint64_t id;		/* 0 = empty slot */
-	uint64_t end;		/* disconnect time, UINT64_MAX while connected */
-	uint64_t residue;
-	char *label;
-};
-
-struct clients {
-	struct client *v;
-	size_t mask, n;
-};
-
-static struct client *client_get(struct clients *c, uint64_t id, int create)
-{
-	size_t i;
-
-	if (!id)
-		return NULL;
-	if (create && (c->n + 1) * 2 > (c->v ? c->mask + 1 : 0)) {
-		size_t cap = c->v ? (c->mask + 1) * 2 : 256, k;
-		struct client *nv = calloc(cap, sizeof(*nv));
-
-		if (!nv)
-			return NULL;
-		for (k = 0; c->v && k <= c->mask; k++) {
-			if (!c->v[k].id)
-				continue;
-			for (i = (c->v[k].id * 0x9e3779b97f4a7c15ull) & (cap - 1);
-			     nv[i].id; i = (i + 1) & (cap - 1))
-				;
-			nv[i] = c->v[k];
-		}
-		free(c->v);
-		c->v = nv;
-		c->mask = cap - 1;
-	}
-	if (!c->v)
-		return NULL;
-	for (i = (id * 0x9e3779b97f4a7c15ull) & c->mask; c->v[i].id;
-	     i = (i + 1) & c->mask)
-		if (c->v[i].id == id)
-			return &c->v[i];
-	if (!create)
-		return NULL;
-	c->v[i].id = id;
-	c->v[i].end = UINT64_MAX;
-	c->n++;
-	return &c->v[i];
-}
-
-static void clients_free(struct clients *c)
-{
-	size_t i;
-
-	for (i = 0; c->v && i <= c->mask; i++)
-		free(c->v[i].label);
-	free(c->v);
-}
-
 /* ---- the observer ------------------------------------------------------- */
 
 struct reader {
 	struct growth growth;
-	struct clients clients;
 	uint8_t *pool_stack;	/* stack ids of custom-allocator blocks */
 	size_t npool_stack;
 	int oom;
@@ -153,29 +92,11 @@ static void observe(void *ctx, struct replay *r, const struct dump_event *ev,
 		    const struct replay_block *freed)
 {
 	struct reader *rd = ctx;
-	struct client *c;
 
 	switch (ev->kind) {
 	case DUMP_SAMPLE:
 		growth_add(&rd->growth, (double)ev->time / 1e9,
 			   (double)replay_totals(r)->live_bytes);
-		break;
-	case DUMP_CLIENT_BEGIN:
-		c = client_get(&rd->clients, ev->id, 1);
-		if (!c) {
-			rd->oom = 1;
-			break;
-		}
-		c->end = UINT64_MAX;	/* an id may be reused */
-		if (!c->label && ev->text && *ev->text)
-			c->label = strdup(ev->text);
-		break;
-	case DUMP_CLIENT_END:
-		c = client_get(&rd->clients, ev->id, 1);
-		if (c)
-			c->end = ev->time;
-		else
-			rd->oom = 1;
 		break;
 	case DUMP_POOL_ALLOC:
 		mark_pool_stack(rd, ev->stack);
@@ -406,31 +327,6 @@ static int by_bytes(const void *pa, const void *pb)
 	return strcmp(a->key, b->key);
 }
 
-/* ---- residue -------------------------------------------------------------- */
-
-struct residue_ctx {
-	struct reader *rd;
-	struct supp_scope *scope;
-	uint64_t grace;
-};
-
-/*
- * A client's residue: its blocks still live at the end that were allocated
- * before its disconnect plus the grace period (so they were live then too).
- */
-static int residue_block(void *ctx, const struct replay_block *b)
-{
-	struct residue_ctx *rc = ctx;
-	struct client *c = client_get(&rc->rd->clients, b->client, 0);
-
-	if (!c || c->end == UINT64_MAX || b->time > c->end + rc->grace)
-		return 0;
-	if (rc->scope && supp_scope_match(rc->scope, b->stack))
-		return 0;
-	c->residue += b->size;
-	return 0;
-}
-
 /* ---- one dump ------------------------------------------------------------ */
 
 static char *proc_name(const struct dump_process *dp)
@@ -452,10 +348,11 @@ int gate_dump_read(const char *path, const struct gate_dump_opts *o,
 	struct replay *r = NULL;
 	struct site_ctx sc = { NULL, NULL };
 	struct supp_scope *scope = NULL;
+	struct clients *cl = NULL;
 	const struct replay_totals *t;
 	const struct dump_process *dp;
 	struct site_stats **all;
-	size_t n, i, k;
+	size_t n, i;
 	int oom = 0, rc = -1;
 
 	memset(p, 0, sizeof(*p));
@@ -469,6 +366,11 @@ int gate_dump_read(const char *path, const struct gate_dump_opts *o,
 		goto out;
 	}
 	replay_observe(r, observe, &rd);
+	cl = clients_new(r, o->grace_ns);
+	if (!cl) {
+		cli_error("cannot read '%s': out of memory", path);
+		goto out;
+	}
 	if (cli_replay_run(r) < 0)
 		goto out;
 	t = replay_totals(r);
@@ -607,23 +509,45 @@ int gate_dump_read(const char *path, const struct gate_dump_opts *o,
 		p->npeak_sites = m;
 	}
 
-	/* residue of every client that disconnected */
-	if (rd.clients.n) {
-		struct residue_ctx rc2 = { &rd, scope, o->grace_ns };
+	/*
+	 * Residue per client (clients.c): of the clients it judged, the mean
+	 * less what suppressions hide, and the worst client.
+	 */
+	if (cl) {
+		if (clients_finish(cl, r) < 0) {
+			oom = 1;
+			goto out;
+		}
+		p->clients_ended = cl->judged;
+		for (i = 0; i < cl->nsites; i++) {
+			const struct client_site *cs = cl->sites[i];
 
-		replay_each_block(r, residue_block, &rc2);
-		for (k = 0; k <= rd.clients.mask; k++) {
-			struct client *c = &rd.clients.v[k];
-
-			if (!c->id || c->end == UINT64_MAX)
+			if (scope && supp_scope_match(scope, cs->stack))
 				continue;
-			p->clients_ended++;
-			p->residue_bytes += c->residue;
-			if (c->residue > p->residue_max_bytes || !p->residue_max_client) {
-				p->residue_max_bytes = c->residue;
-				p->residue_max_client = c->id;
-				free(p->residue_max_label);
-				p->residue_max_label = dup_or_null(c->label, &oom);
+			p->residue_bytes += cs->residue_bytes;
+		}
+		p->residue_sites = calloc(cl->nsites + 1, sizeof(*p->residue_sites));
+		if (!p->residue_sites) {
+			oom = 1;
+			goto out;
+		}
+		for (i = 0; i < cl->nsites && p->nresidue_sites < o->keep_frames_sites; i++) {
+			const struct client_site *cs = cl->sites[i];
+			struct gate_site *gs = &p->residue_sites[p->nresidue_sites];
+
+			if (scope && supp_scope_match(scope, cs->stack))
+				continue;
+			gs->bytes = cs->residue_bytes;
+			gs->blocks = cs->residue_blocks;
+			fill_site(&sc, cs->stack, gs, 1, &oom);
+			p->nresidue_sites++;
+		}
+		p->residue_max_bytes = cl->residue_max;
+		for (i = 0; i < cl->n; i++) {
+			if (cl->v[i].judged && cl->v[i].residue_bytes == cl->residue_max) {
+				p->residue_max_client = cl->v[i].id;
+				p->residue_max_label = dup_or_null(cl->v[i].label, &oom);
+				break;
 			}
 		}
 	}
@@ -642,19 +566,20 @@ out:
 		sym_print_warnings(sc.sym);
 		sym_free(sc.sym);
 	}
-	clients_free(&rd.clients);
+	if (cl)
+		clients_free(cl);
 	free(rd.pool_stack);
 	replay_free(r);
 	dump_close(d);
 	return rc;
 }
 
-void gate_proc_release(struct gate_proc *p)
+static void sites_free(struct gate_site *v, size_t n)
 {
 	size_t i, k;
 
-	for (i = 0; i < p->nsites; i++) {
-		struct gate_site *s = &p->sites[i];
+	for (i = 0; i < n; i++) {
+		struct gate_site *s = &v[i];
 
 		for (k = 0; k < s->nframes; k++) {
 			free(s->frames[k].function);
@@ -665,20 +590,14 @@ void gate_proc_release(struct gate_proc *p)
 		free(s->key);
 		free(s->label);
 	}
-	free(p->sites);
-	for (i = 0; i < p->npeak_sites; i++) {
-		struct gate_site *s = &p->peak_sites[i];
+	free(v);
+}
 
-		for (k = 0; k < s->nframes; k++) {
-			free(s->frames[k].function);
-			free(s->frames[k].file);
-			free(s->frames[k].module);
-		}
-		free(s->frames);
-		free(s->key);
-		free(s->label);
-	}
-	free(p->peak_sites);
+void gate_proc_release(struct gate_proc *p)
+{
+	sites_free(p->sites, p->nsites);
+	sites_free(p->peak_sites, p->npeak_sites);
+	sites_free(p->residue_sites, p->nresidue_sites);
 	free(p->path);
 	free(p->exe);
 	free(p->cmdline);

@@ -16,6 +16,7 @@ static const struct command commands[] = {
 	{ "frag", cmd_frag, "fragmentation: why RSS stays above live bytes, what pins it" },
 	{ "replay", cmd_replay, "replay the allocations on other allocators: RSS side by side" },
 	{ "clients", cmd_clients, "what each client leaves behind after it disconnects (residue)" },
+	{ "diff", cmd_diff, "per-site changes between two dumps, matched by symbol" },
 	{ "gate", cmd_gate, "CI leak gate: run a command or read dumps, fail past limits" },
 	{ "help", cmd_help, "help for a verb: heaptrail help VERB" },
 };
