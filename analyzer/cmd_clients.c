@@ -13,6 +13,10 @@
 
 /* The analysis is in clients.c; this file reads the options and prints. */
 
+/* Callers printed under each top site, indented under its top frame. */
+#define SITE_CALLERS 3
+#define SITE_INDENT 48
+
 struct view {
 	const char *path;
 	struct clients *c;
@@ -82,7 +86,7 @@ static int text_out(struct view *vw)
 	struct client_info **order;
 	uint64_t allocs = 0, bytes = 0, peak = 0;
 	size_t i, shown;
-	char name[64], lbuf[512];
+	char name[64];
 
 	if (!c->n) {
 		printf("no clients in '%s'\n", vw->path);
@@ -123,10 +127,11 @@ static int text_out(struct view *vw)
 		for (i = 0; i < shown; i++) {
 			const struct client_site *s = c->sites[i];
 
-			printf("  %10s %11s %8s  %-8s %s\n", cli_bytes(s->residue_bytes),
+			/* a few callers: the top frame alone is often an allocator wrapper */
+			printf("  %10s %11s %8s  %-8s ", cli_bytes(s->residue_bytes),
 			       cli_bytes(per_client(c, s->residue_bytes)),
-			       cli_count(s->clients), clients_trend_name(s->trend),
-			       site_label(&vw->sc, s->stack, lbuf, sizeof(lbuf)));
+			       cli_count(s->clients), clients_trend_name(s->trend));
+			site_print(stdout, &vw->sc, s->stack, SITE_INDENT, SITE_CALLERS);
 		}
 		if (shown < c->nsites)
 			printf("  ... and %s more site%s (--top 0 shows all)\n",

@@ -65,7 +65,24 @@ static _Atomic int fdtab_state;	/* 0 none, 1 mapping, 2 done, 3 failed */
 /* The thread's own client in threads mode (0 = none). */
 static __thread uint64_t thread_own_client;
 
+/* _FORTIFY_SOURCE builds call these when the buffer's size is known. */
+HT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+HT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+HT_EXPORT ssize_t __recvfrom_chk(int fd, void *restrict buf, size_t n,
+				 size_t buflen, int flags, __SOCKADDR_ARG addr,
+				 socklen_t *restrict len);
+
 /* ---- the real functions ------------------------------------------------ */
+
+#define REAL_FUNCS(X)                                                       \
+	X(accept) X(accept4) X(read) X(readv) X(recv) X(recvfrom) X(recvmsg)   \
+	X(write) X(writev) X(send) X(sendto) X(sendmsg) X(sendfile)           \
+	X(__read_chk) X(__recv_chk) X(__recvfrom_chk) X(close) X(shutdown)    \
+	X(dup2) X(dup3) X(close_range) X(closefrom)
+
+#define SLOT(name) static void *slot_##name;
+REAL_FUNCS(SLOT)
+#undef SLOT
 
 static void *resolve(void **slot, const char *name)
 {
@@ -78,12 +95,21 @@ static void *resolve(void **slot, const char *name)
 	return p;
 }
 
-/* The next definition of 'name' with our own prototype. */
-#define REAL(name)                                                        \
-	({                                                                \
-		static void *slot_;                                       \
-		(__typeof__(&name))resolve(&slot_, #name);                \
-	})
+/* The next definition of 'name', with our own prototype. */
+#define REAL(name) ((__typeof__(&name))resolve(&slot_##name, #name))
+
+/*
+ * Everything is looked up at load time, while the program is still one
+ * thread: a first dlsym() later could fall between fork() and exec() in a
+ * child (a shell's redirections are dup2 and close), where the loader's
+ * lock may have been held by a thread that no longer exists.
+ */
+__attribute__((constructor)) static void resolve_all(void)
+{
+#define RESOLVE(name) resolve(&slot_##name, #name);
+	REAL_FUNCS(RESOLVE)
+#undef RESOLVE
+}
 
 #define MODE_SOCKETS() HT_UNLIKELY(ht_cfg.clients == HT_CLIENTS_SOCKETS)
 
@@ -381,13 +407,6 @@ HT_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	return REAL(sendfile)(out_fd, in_fd, offset, count);
 }
 
-/* _FORTIFY_SOURCE builds call these when the buffer's size is known. */
-HT_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
-HT_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
-HT_EXPORT ssize_t __recvfrom_chk(int fd, void *restrict buf, size_t n,
-				 size_t buflen, int flags, __SOCKADDR_ARG addr,
-				 socklen_t *restrict len);
-
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	TOUCH(fd);
@@ -475,6 +494,10 @@ HT_EXPORT int close_range(unsigned first, unsigned last, int flags)
 		forget_range(first, last);
 		errno = saved;
 	}
+	if (!REAL(close_range)) {	/* a C library older than 2.34 */
+		errno = ENOSYS;
+		return -1;
+	}
 	return REAL(close_range)(first, last, flags);
 }
 
@@ -486,7 +509,8 @@ HT_EXPORT void closefrom(int lowfd)
 		forget_range((unsigned)lowfd, ~0u);
 		errno = saved;
 	}
-	REAL(closefrom)(lowfd);
+	if (REAL(closefrom))
+		REAL(closefrom)(lowfd);
 }
 
 /* ---- threads mode (called by thread.c) ---------------------------------- */
