@@ -65,12 +65,13 @@ $(BUILD)/heaptrail-replay-child: analyzer/replay_child/replay_child.c analyzer/r
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/heaptrail \
-		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/doc/heaptrail
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/doc/heaptrail/docs
 	install -m 755 $(BUILD)/heaptrail $(DESTDIR)$(PREFIX)/bin/heaptrail
 	install -m 755 $(BUILD)/libheaptrail.so $(DESTDIR)$(PREFIX)/lib/heaptrail/libheaptrail.so
 	install -m 755 $(BUILD)/heaptrail-replay-child $(DESTDIR)$(PREFIX)/lib/heaptrail/heaptrail-replay-child
 	install -m 644 include/heaptrail.h $(DESTDIR)$(PREFIX)/include/heaptrail.h
-	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/heaptrail/
+	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/heaptrail/
+	install -m 644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/heaptrail/docs/
 
 clean:
 	rm -rf $(BUILD)

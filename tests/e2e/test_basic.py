@@ -521,6 +521,42 @@ def test_output_names():
              ["x-leak_depths-%d.htr" % pid])
 
 
+def test_install():
+    """make install PREFIX=...: the installed CLI finds the installed shim."""
+    with T.case("make install"):
+        need_tools()
+        exe = target("leak_depths")
+        prefix = fresh_dir("prefix")
+        make = os.environ.get("MAKE", "make").split()
+        cp = check.run(make + ["-s", "--no-print-directory", "-C", check.TOP,
+                               "install", "PREFIX=" + prefix,
+                               "BUILD=" + os.path.relpath(check.BUILD, check.TOP)])
+        T.eq("make install exits 0", cp.returncode, 0)
+        if cp.returncode:
+            raise Skip(check.first_line(cp.stderr))
+        for path in ("bin/heaptrail", "lib/heaptrail/libheaptrail.so",
+                     "include/heaptrail.h", "share/doc/heaptrail/README.md",
+                     "share/doc/heaptrail/docs/README.md", "share/doc/heaptrail/docs/env.md"):
+            T.check("installs %s" % path, os.path.exists(os.path.join(prefix, path)))
+        d = fresh_dir("installed-run")
+        out = os.path.join(d, "i.htr")
+        truth_path = os.path.join(d, "truth.json")
+        env = check.clean_env({"TRUTH_OUT": truth_path})
+        env.pop("HEAPTRAIL_LIB", None)
+        cp = check.run([os.path.join(prefix, "bin", "heaptrail"), "record", "-o", out,
+                        "--", exe], env=env, cwd=d)
+        T.eq("the installed heaptrail records", cp.returncode, 0)
+        if os.path.exists(out):
+            cp = check.run([os.path.join(prefix, "bin", "heaptrail"), "report", "--json",
+                            "--top", "0", out])
+            T.eq("the installed heaptrail reports", cp.returncode, 0)
+            if cp.returncode == 0:
+                rep = check.json.loads(check.text(cp.stdout))
+                check.compare(T, rep, check.truth_lines(truth_path)[-1])
+        else:
+            T.fail("the installed heaptrail wrote a dump", check.first_line(cp.stderr))
+
+
 def test_exit_status():
     with T.case("exit status and signals pass through record"):
         need_tools()
@@ -646,6 +682,7 @@ def main():
         test_bad_input()
         test_output_names()
         test_exit_status()
+        test_install()
         test_real_programs()
     finally:
         if os.environ.get("KEEP_TEST_FILES"):
