@@ -28,7 +28,9 @@
  * and fitted with a least-squares line: slope in bytes per second, and R^2
  * for how well a straight rise explains the curve.
  *
- *   growing    rises steadily to the end: positive slope, R^2 >= MIN_R2,
+ *   growing    rises steadily to the end: seen over at least a tenth of the
+ *              window (a site born just before the end cannot show a
+ *              trend), positive slope, R^2 >= MIN_R2,
  *              the fitted rise is at least half of its highest sample (a
  *              big plateau with a small wobble is not growth), and the last
  *              third of its window still rises at >= LATE_RATIO of the slope
@@ -44,6 +46,7 @@
  * of temporaries it makes.
  */
 #define MIN_SAMPLES 4
+#define MIN_SPAN 10		/* a site seen for under 1/10 of the window cannot be judged */
 #define MIN_R2 0.6
 #define MIN_RISE 0.5
 #define LATE_RATIO 0.5
@@ -90,8 +93,11 @@ static void classify(struct growth *gr, struct grow *g)
 	const struct ts_site *s = g->s;
 	double span = (double)(gr->ts.cfg.to - s->start) / 1e9;
 	double max = (double)s->max_sample_bytes;
+	uint64_t min_samples = gr->ts.npts / MIN_SPAN;
 	double rise;
 
+	if (min_samples < MIN_SAMPLES)
+		min_samples = MIN_SAMPLES;
 	g->bps = ts_fit_slope(&s->by_time);
 	g->per1k = ts_fit_slope(&s->by_allocs) * 1000.0;
 	g->r2 = ts_fit_r2(&s->by_time);
@@ -100,7 +106,7 @@ static void classify(struct growth *gr, struct grow *g)
 	rise = g->bps * span;
 	g->score = g->bps > 0 ? g->bps * g->r2 : 0;
 
-	if (s->samples >= MIN_SAMPLES && max > 0 && g->bps > 0 &&
+	if (s->samples >= min_samples && max > 0 && g->bps > 0 &&
 	    g->r2 >= MIN_R2 && rise >= MIN_RISE * max &&
 	    (s->late.n < 3 || g->late_bps >= LATE_RATIO * g->bps))
 		g->cls = G_GROWING;

@@ -8,25 +8,6 @@
 
 /* ---- least squares ---------------------------------------------------- */
 
-/*
- * Welford's updates keep means and co-moments instead of raw sums: live
- * bytes in the gigabytes squared would lose every digit of a small slope
- * to cancellation in sum(y^2) - n * mean(y)^2.
- */
-void ts_fit_add(struct ts_fit *f, double x, double y)
-{
-	double dx, dy;
-
-	f->n += 1;
-	dx = x - f->mx;
-	f->mx += dx / f->n;
-	dy = y - f->my;
-	f->my += dy / f->n;
-	f->cxx += dx * (x - f->mx);
-	f->cxy += dx * (y - f->my);
-	f->cyy += dy * (y - f->my);
-}
-
 double ts_fit_slope(const struct ts_fit *f)
 {
 	if (f->n < 2 || f->cxx <= 0)
@@ -236,6 +217,28 @@ struct build {
 	int oom;
 };
 
+/* Notes that a site's live bytes changed since the last sample. */
+static void mark_dirty(struct build *b, struct ts_site *s)
+{
+	struct timeseries *ts = b->ts;
+
+	if (s->dirty)
+		return;
+	if (ts->ndirty == ts->capdirty) {
+		size_t n = ts->capdirty ? ts->capdirty * 2 : 1024;
+		uint32_t *nd = realloc(ts->dirty, n * sizeof(*nd));
+
+		if (!nd) {
+			b->oom = 1;
+			return;
+		}
+		ts->dirty = nd;
+		ts->capdirty = n;
+	}
+	s->dirty = 1;
+	ts->dirty[ts->ndirty++] = s->stack;
+}
+
 /* The record of 'stack', grown on demand; NULL when out of memory. */
 static struct ts_site *site_at(struct timeseries *ts, uint32_t stack)
 {
@@ -266,6 +269,9 @@ static void note_temporary(struct build *b, const struct dump_event *ev,
 		b->oom = 1;
 		return;
 	}
+	mark_dirty(b, s);
+	if (!b->in_window)
+		return;
 	if (ev->time >= blk->time && ev->time - blk->time <= c->temporary_ns)
 		s->temp_time++;
 	/*
@@ -299,19 +305,19 @@ static void build_observer(void *ctx, struct replay *r,
 		}
 		if (!s->first)
 			s->first = ev->time ? ev->time : 1;
+		mark_dirty(b, s);
 		if (b->in_window)
 			s->window_allocs++;
 		b->ring[b->pushes % b->ring_cap] = ev->time;
 		b->pushes++;
 		break;
 	case DUMP_FREE:
-		/* a realloc moving its block is not a temporary allocation */
-		if (freed && b->in_window && ev->api != HTR_API_REALLOC)
-			note_temporary(b, ev, freed);
-		break;
 	case DUMP_POOL_FREE:
-		if (freed && b->in_window)
+		/* a realloc moving its block is not a temporary allocation */
+		if (freed && (ev->kind == DUMP_POOL_FREE || ev->api != HTR_API_REALLOC))
 			note_temporary(b, ev, freed);
+		else if (freed && (s = site_at(b->ts, freed->stack)))
+			mark_dirty(b, s);
 		break;
 	case DUMP_SAMPLE:
 		b->sample = ev->sample;
@@ -322,24 +328,103 @@ static void build_observer(void *ctx, struct replay *r,
 	}
 }
 
-/* Records every site's live bytes at point 'k' (time pt->time). */
+/* The moment bucket k samples. */
+static uint64_t bucket_time(const struct timeseries *ts, unsigned k)
+{
+	uint64_t span = ts->cfg.to - ts->cfg.from;
+
+	return ts->cfg.from + (uint64_t)((unsigned __int128)span * (k + 1) / ts->npts);
+}
+
+/* sum of k for k in [0, m) and of k^2 */
+static double sum_k(double m)
+{
+	return m * (m - 1) / 2;
+}
+
+static double sum_k2(double m)
+{
+	return (m - 1) * m * (2 * m - 1) / 6;
+}
+
+/* Adds the samples of buckets [k1, k2), all of value y, to the sums. */
+static void sums_add(const struct timeseries *ts, struct ts_sums *u,
+		     const struct ts_site *s, unsigned k1, unsigned k2)
+{
+	double n = k2 - k1, y = (double)s->run_y - (double)s->y0;
+	double sx = sum_k(k2) - sum_k(k1), sa = ts->acum[k2] - ts->acum[k1];
+
+	u->n += n;
+	u->sx += sx;
+	u->sxx += sum_k2(k2) - sum_k2(k1);
+	u->sy += y * n;
+	u->sxy += y * sx;
+	u->syy += y * y * n;
+	u->sa += sa;
+	u->saa += ts->acum2[k2] - ts->acum2[k1];
+	u->say += y * sa;
+}
+
+/* The run of value s->run_y ends before bucket k: account for it. */
+static void run_end(struct timeseries *ts, struct ts_site *s, unsigned k)
+{
+	unsigned k1 = s->run_k, j, slot;
+
+	if (k <= k1)
+		return;
+	sums_add(ts, &s->all, s, k1, k);
+	if (k > s->late_k) {
+		unsigned l1 = k1 > s->late_k ? k1 : s->late_k;
+
+		sums_add(ts, &s->lat, s, l1, k);
+		s->late_sum += (double)s->run_y * (k - l1);
+	}
+	s->samples += k - k1;
+	if (s->run_y > s->max_sample_bytes)
+		s->max_sample_bytes = s->run_y;
+	if (s->series)
+		for (j = k1; j < k; j++)
+			s->series[j] = s->run_y;
+	/* the last bucket falling into each sketch slot stands for it */
+	for (slot = (unsigned)((size_t)k1 * TS_SKETCH / ts->npts);
+	     slot <= (unsigned)((size_t)(k - 1) * TS_SKETCH / ts->npts); slot++) {
+		size_t last = ((size_t)(slot + 1) * ts->npts + TS_SKETCH - 1) / TS_SKETCH - 1;
+
+		if (last >= k1 && last < k)
+			s->sketch[slot] = (float)s->run_y;
+	}
+	s->run_k = k;
+}
+
+/* The first bucket whose moment is at or after t (npts when none). */
+static unsigned first_bucket_at(const struct timeseries *ts, uint64_t t)
+{
+	unsigned lo = 0, hi = ts->npts;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (bucket_time(ts, mid) >= t)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* Bucket k was just filled: the sites that changed since the last one. */
 static int sample_sites(struct build *b, unsigned k)
 {
 	struct timeseries *ts = b->ts;
 	const struct ts_point *pt = &ts->pts[k];
-	struct site_stats **all;
-	size_t n, i;
+	size_t i;
 
-	all = replay_sites(ts->r, &n);
-	for (i = 0; i < n; i++) {
-		const struct site_stats *st = all[i];
-		struct ts_site *s;
-		double y;
+	for (i = 0; i < ts->ndirty; i++) {
+		struct ts_site *s = &ts->sites[ts->dirty[i]];
+		const struct site_stats *st = replay_site(ts->r, s->stack);
 
-		if (!st->allocations)
-			continue;
-		s = site_at(ts, st->stack);
-		if (!s)
+		s->dirty = 0;
+		if (!st)
 			return -1;
 		if (!s->present) {
 			s->present = 1;
@@ -349,25 +434,48 @@ static int sample_sites(struct build *b, unsigned k)
 			if (s->start > pt->time)
 				s->start = pt->time;
 			s->late_start = s->start + (ts->cfg.to - s->start) / 3 * 2;
+			s->late_k = first_bucket_at(ts, s->late_start);
+			s->run_k = k;
+			s->run_y = s->y0 = st->live_bytes;
+			continue;
 		}
-		y = (double)st->live_bytes;
-		ts_fit_add(&s->by_time, (double)(pt->time - s->start) / 1e9, y);
-		ts_fit_add(&s->by_allocs,
-			   (double)(pt->allocations - ts->window_start_allocs), y);
-		if (pt->time >= s->late_start) {
-			ts_fit_add(&s->late, (double)(pt->time - s->start) / 1e9, y);
-			s->late_sum += y;
-		}
-		s->samples++;
-		s->last_bytes = st->live_bytes;
-		if (s->series)
-			s->series[k] = st->live_bytes;
-		/* the last sample falling into each sketch slot stands for it */
-		s->sketch[(size_t)k * TS_SKETCH / ts->npts] = (float)y;
-		if (st->live_bytes > s->max_sample_bytes)
-			s->max_sample_bytes = st->live_bytes;
+		if (st->live_bytes == s->run_y)
+			continue;
+		run_end(ts, s, k);
+		s->run_y = st->live_bytes;
 	}
+	ts->ndirty = 0;
 	return 0;
+}
+
+/* Turns one site's sums into fits; x of by_time in seconds. */
+static void site_finish(struct timeseries *ts, struct ts_site *s)
+{
+	double sec = (double)(ts->cfg.to - ts->cfg.from) / ts->npts / 1e9;
+	const struct ts_sums *u = &s->all, *l = &s->lat;
+
+	run_end(ts, s, ts->npts);
+	s->last_bytes = s->run_y;
+	if (u->n > 0) {
+		s->by_time.n = u->n;
+		s->by_time.mx = sec * u->sx / u->n;
+		s->by_time.my = (double)s->y0 + u->sy / u->n;
+		s->by_time.cxx = sec * sec * (u->sxx - u->sx * u->sx / u->n);
+		s->by_time.cxy = sec * (u->sxy - u->sx * u->sy / u->n);
+		s->by_time.cyy = u->syy - u->sy * u->sy / u->n;
+		s->by_allocs = s->by_time;
+		s->by_allocs.mx = u->sa / u->n;
+		s->by_allocs.cxx = u->saa - u->sa * u->sa / u->n;
+		s->by_allocs.cxy = u->say - u->sa * u->sy / u->n;
+	}
+	if (l->n > 0) {
+		s->late.n = l->n;
+		s->late.mx = sec * l->sx / l->n;
+		s->late.my = (double)s->y0 + l->sy / l->n;
+		s->late.cxx = sec * sec * (l->sxx - l->sx * l->sx / l->n);
+		s->late.cxy = sec * (l->sxy - l->sx * l->sy / l->n);
+		s->late.cyy = l->syy - l->sy * l->sy / l->n;
+	}
 }
 
 static void fill_point(struct build *b, unsigned k, uint64_t time)
@@ -380,6 +488,10 @@ static void fill_point(struct build *b, unsigned k, uint64_t time)
 	pt->heap_live_bytes = t->live_bytes;
 	pt->heap_max_bytes = b->cur_max > t->live_bytes ? b->cur_max : t->live_bytes;
 	pt->allocations = t->allocations + t->pool_allocations;
+	ts->acum[k + 1] = ts->acum[k] + (double)(pt->allocations - ts->window_start_allocs);
+	ts->acum2[k + 1] = ts->acum2[k] +
+			   (double)(pt->allocations - ts->window_start_allocs) *
+			   (double)(pt->allocations - ts->window_start_allocs);
 	pt->sampled = b->have_sample;
 	if (b->have_sample) {
 		pt->rss_bytes = b->sample.rss_bytes;
@@ -418,11 +530,13 @@ int ts_build(struct timeseries *ts, const char *path,
 		ts->cfg.buckets = 2;
 	ts->npts = ts->cfg.buckets;
 	ts->pts = calloc(ts->npts, sizeof(*ts->pts));
+	ts->acum = calloc(ts->npts + 1, sizeof(*ts->acum));
+	ts->acum2 = calloc(ts->npts + 1, sizeof(*ts->acum2));
 	b.ring_cap = ts->cfg.temporary_allocs + 1;
 	b.ring = malloc(b.ring_cap * sizeof(*b.ring));
 	ts->drawn = calloc(scan->ntop + 1, sizeof(*ts->drawn));
 	series = calloc((scan->ntop + 1) * ts->npts, sizeof(*series));
-	if (!ts->pts || !b.ring || !ts->drawn || !series) {
+	if (!ts->pts || !ts->acum || !ts->acum2 || !b.ring || !ts->drawn || !series) {
 		free(series);
 		free(b.ring);
 		cli_error("out of memory");
@@ -455,9 +569,7 @@ int ts_build(struct timeseries *ts, const char *path,
 				  replay_totals(ts->r)->pool_allocations;
 	b.in_window = 1;
 	for (k = 0; k < ts->npts; k++) {
-		uint64_t span = ts->cfg.to - ts->cfg.from;
-		uint64_t tk = ts->cfg.from +
-			      (uint64_t)((unsigned __int128)span * (k + 1) / ts->npts);
+		uint64_t tk = bucket_time(ts, k);
 
 		if (replay_to(ts, path, tk) < 0)
 			goto fail;
@@ -476,6 +588,9 @@ int ts_build(struct timeseries *ts, const char *path,
 		}
 	}
 	ts->window_allocs = ts->pts[ts->npts - 1].allocations - ts->window_start_allocs;
+	for (i = 0; i < ts->nsites; i++)
+		if (ts->sites[i].present)
+			site_finish(ts, &ts->sites[i]);
 	/* the site array is final now: point at the drawn ones */
 	for (i = 0; i < scan->ntop; i++)
 		ts->drawn[i] = &ts->sites[scan->top[i]];
@@ -492,6 +607,9 @@ fail:
 void ts_release(struct timeseries *ts)
 {
 	free(ts->series_block);
+	free(ts->dirty);
+	free(ts->acum);
+	free(ts->acum2);
 	free(ts->drawn);
 	free(ts->sites);
 	free(ts->pts);

@@ -65,16 +65,24 @@ void ts_scan_release(struct ts_scan *s);
 int ts_resolve(const struct ts_scan *s, const char *path, struct cli_time *t,
 	       size_t n);
 
-/* An incremental least-squares fit of y = a + b x (Welford's updates). */
+/*
+ * A least-squares fit of y = a + b x, as means and co-moments: n, the means
+ * of x and y, and the sums of (x - mx)^2, (x - mx)(y - my), (y - my)^2.
+ */
 struct ts_fit {
 	double n, mx, my, cxx, cxy, cyy;
 };
 
-void ts_fit_add(struct ts_fit *f, double x, double y);
 /* b; 0 with fewer than two distinct x */
 double ts_fit_slope(const struct ts_fit *f);
 /* R^2 of the fit in [0, 1]; 0 when y never changes or n < 3 */
 double ts_fit_r2(const struct ts_fit *f);
+
+/* Raw sums of one fit while sampling (x as bucket indices, y shifted). */
+struct ts_sums {
+	double n, sx, sxx, sy, sxy, syy;
+	double sa, saa, say;	/* x = allocations of the program */
+};
 
 struct ts_config {
 	unsigned buckets;	/* sampling moments, >= 2 */
@@ -108,14 +116,26 @@ struct ts_site {
 	uint64_t max_sample_bytes;	/* highest sampled live bytes */
 	uint64_t samples;
 	double late_sum;	/* sum of the live bytes sampled in the last third */
-	struct ts_fit by_time;	/* x = seconds since 'start' */
-	struct ts_fit by_allocs;	/* x = allocations of the program since the window start */
+	/* results, filled at the end of ts_build() */
+	struct ts_fit by_time;	/* x = seconds */
+	struct ts_fit by_allocs;	/* x = allocations of the program */
 	struct ts_fit late;	/* by_time, last third only */
 	uint64_t window_allocs;	/* its allocations inside the window */
 	uint64_t temp_time;	/* of those freed in the window: within temporary_ns */
 	uint64_t temp_allocs;	/* ... with <= temporary_allocs allocations in between */
 	uint64_t *series;	/* live bytes per bucket, for the drawn sites only */
 	float sketch[TS_SKETCH];	/* live bytes at TS_SKETCH moments, for every site */
+	/*
+	 * Sampling state.  A site's live bytes stay the same from one sample
+	 * to the next unless one of its blocks came or went, so each site
+	 * keeps a run - the value 'run_y' held since bucket 'run_k' - and the
+	 * sums take a whole run at once when it ends.  A bucket costs work
+	 * only for the sites that changed in it.
+	 */
+	uint64_t run_y, y0;	/* y0: first sample, subtracted for precision */
+	unsigned run_k, late_k;	/* late_k: first bucket of the last third */
+	int dirty;
+	struct ts_sums all, lat;
 };
 
 struct timeseries {
@@ -132,6 +152,9 @@ struct timeseries {
 	uint64_t window_allocs;	/* allocations of the program in the window */
 	uint64_t window_start_allocs;
 	uint64_t *series_block;	/* the drawn sites' series, one block */
+	uint32_t *dirty;	/* sites changed since the last sample */
+	size_t ndirty, capdirty;
+	double *acum, *acum2;	/* prefix sums of pts[].allocations (from the window start) and squares */
 };
 
 /*
