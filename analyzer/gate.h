@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "json.h"
 #include "suppress.h"
@@ -134,5 +135,109 @@ int baseline_save(const struct baseline *b, const char *path);
 int baseline_is_file(const char *path);
 /* 0, or -1 after printing why (not a baseline, bad JSON). */
 int baseline_load(struct baseline *b, const char *path);
+
+
+/* ---- a run of the gate (cmd_gate.c, gate_check.c, gate_report.c) ------- */
+
+/*
+ * Exit status: 0 within the limits, GATE_FAIL a limit exceeded, CLI_USAGE
+ * (2) usage or input error, GATE_CMD_FAILED the command itself failed.
+ */
+#define GATE_FAIL 1
+#define GATE_CMD_FAILED 3
+
+enum gate_limit {
+	L_LEAKED, L_PER_SITE, L_LOST, L_PEAK, L_GROWTH, L_RESIDUE, L_INCREASE,
+	L_COUNT
+};
+
+/* The option of each limit without its dashes: "max-leaked". */
+extern const char *const gate_limit_opt[L_COUNT];
+
+enum { ST_PASS, ST_FAIL, ST_SKIP };
+
+struct gate_check {
+	enum gate_limit kind;
+	int state;
+	double value, limit;	/* bytes, bytes/s, or percent for L_INCREASE */
+	char msg[768];		/* what was measured, one line */
+	/* offending sites (borrowed) with the process each belongs to */
+	const struct gate_site **sites;
+	const struct gate_proc **site_procs;
+	uint64_t *site_bytes;	/* bytes that count for this check */
+	size_t nsites;
+};
+
+struct gate_entry {
+	struct gate_proc p;
+	int judged;		/* 0: not judged at all */
+	int judge_leaks;	/* 0: ended by exec or by a signal */
+	const char *why_not;
+	struct gate_check checks[L_COUNT];
+	int nchecks;
+};
+
+struct gate_opts {
+	int set[L_COUNT];
+	double max[L_COUNT];
+	const char **baselines;
+	size_t nbaselines;
+	const char *save_baseline;
+	const char *junit;
+	const char *json_path;	/* --json=FILE */
+	const char *out;
+	const char *clients;
+	const char **judge;
+	size_t njudge;
+	int json, top, print_supp, builtins, target_supp, judge_all;
+	uint64_t grace_ns;
+	struct suppress supp;
+};
+
+struct gate_run {
+	struct gate_opts *o;
+	struct gate_entry *procs;
+	size_t nprocs, njudged;
+	struct gate_check tree[L_COUNT];
+	int ntree;
+	struct baseline base, now;
+	int have_base;
+	/* the command, when the gate ran one */
+	char **argv;
+	int ran, wstatus;
+	double seconds;
+	/* merged per-site figures of the whole run (L_PER_SITE) */
+	struct gate_merged *merged;
+	size_t nmerged;
+};
+
+struct gate_merged {
+	const char *key;
+	const struct gate_site *site;	/* the largest instance, for its frames */
+	const struct gate_proc *proc;
+	uint64_t bytes, blocks;
+	size_t procs;
+};
+
+
+/* gate_check.c: who is judged, and the checks of each process and the run. */
+void gate_choose_judged(struct gate_opts *o, struct gate_entry *v, size_t n,
+			size_t *njudged);
+void gate_proc_checks(struct gate_run *run, struct gate_entry *pr);
+/* 0, or -1 when out of memory. */
+int gate_merge_sites(struct gate_run *run);
+void gate_tree_checks(struct gate_run *run);
+void gate_check_free(struct gate_check *c);
+void gate_count_states(const struct gate_run *run, size_t *fail, size_t *pass,
+		       size_t *skip);
+int gate_cmd_failed(const struct gate_run *run);
+const char *gate_plural(uint64_t n, const char *one, const char *many);
+const char *gate_base_name(const char *path);
+
+/* gate_report.c: the one-screen text, JSON and JUnit XML. */
+void gate_text_report(struct gate_run *run, FILE *out);
+void gate_json_report(struct gate_run *run, FILE *out, int exit_status);
+/* 0, or -1 after printing why the file could not be written. */
+int gate_junit_report(struct gate_run *run);
 
 #endif
