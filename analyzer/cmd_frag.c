@@ -172,7 +172,9 @@ static void text_classes(struct fragcmd *fc, uint32_t stack, const char *indent)
 	printf("\n");
 }
 
-static void text_pinners(struct fragcmd *fc, const struct frag_occ *o, const char *indent)
+/* callers: frames shown under the site (pool sites: the allocator's caller) */
+static void text_pinners(struct fragcmd *fc, const struct frag_occ *o, const char *indent,
+			 int callers)
 {
 	size_t i, shown = 0;
 	char b[96], lab[512];
@@ -183,12 +185,18 @@ static void text_pinners(struct fragcmd *fc, const struct frag_occ *o, const cha
 		if (!p->pinned_bytes)
 			break;
 		shown++;
-		printf("%s%s\n", indent, site_label(&fc->sc, p->stack, lab, sizeof(lab)));
+		if (callers) {
+			printf("%s", indent);
+			site_print(stdout, &fc->sc, p->stack, (int)strlen(indent) + 2, callers);
+		} else {
+			printf("%s%s\n", indent, site_label(&fc->sc, p->stack, lab, sizeof(lab)));
+		}
 		printf("%s    %s live block%s %s keep%s %s from being returned",
 		       indent, cli_count(p->live_blocks), p->live_blocks == 1 ? "" : "s",
 		       sizes_str(p->min_size, p->max_size, b, sizeof(b)),
 		       p->live_blocks == 1 ? "s" : "", cli_bytes(p->pinned_bytes));
-		printf(" (%s of it even by malloc_trim)\n", cli_bytes(p->pinned_page_bytes));
+		printf(" (%s of it %s)\n", cli_bytes(p->pinned_page_bytes),
+		       callers ? "on their own pages" : "even by malloc_trim");
 		printf("%s    ", indent);
 		text_classes(fc, p->stack, "");
 	}
@@ -198,18 +206,27 @@ static void text_pinners(struct fragcmd *fc, const struct frag_occ *o, const cha
 		printf("%s... and more sites (--top 0 shows all)\n", indent);
 }
 
-static void text_occ(struct fragcmd *fc, const struct frag_occ *o, const char *indent)
+static void text_occ(const struct frag_occ *o, const char *indent, int pool)
 {
-	printf("%sspan                     %12s  from each heap's start to the end of its highest live block (%s heap%s)\n",
-	       indent, cli_bytes(o->span_bytes), cli_count(o->heaps), o->heaps == 1 ? "" : "s");
-	printf("%slive extents             %12s  %s blocks (%s requested) with their headers\n",
+	if (pool)
+		printf("%sspan                     %12s  from the pool's lowest block to the end of its highest live one\n",
+		       indent, cli_bytes(o->span_bytes));
+	else
+		printf("%sspan                     %12s  from each heap's start to the end of its highest live block (%s heap%s)\n",
+		       indent, cli_bytes(o->span_bytes), cli_count(o->heaps),
+		       o->heaps == 1 ? "" : "s");
+	printf("%slive extents             %12s  %s block%s (%s requested)%s\n",
 	       indent, cli_bytes(o->occupied_bytes), cli_count(o->live_blocks),
-	       cli_bytes(o->live_bytes));
+	       o->live_blocks == 1 ? "" : "s", cli_bytes(o->live_bytes),
+	       pool ? "" : " with their headers");
 	printf("%spages holding live bytes %12s\n", indent, cli_bytes(o->live_page_bytes));
-	printf("%sfree pages in the span   %12s  malloc_trim(0) could return them; free() never does\n",
-	       indent, cli_bytes(o->free_page_bytes));
-	printf("%spinned                   %12s  free memory below live blocks: trimming the top cannot return it\n",
-	       indent, cli_bytes(o->pinned_bytes));
+	printf("%sfree pages in the span   %12s  %s\n", indent, cli_bytes(o->free_page_bytes),
+	       pool ? "whole pages the pool could give back" :
+		      "malloc_trim(0) could return them; free() never does");
+	printf("%spinned                   %12s  free memory below live blocks: %s\n",
+	       indent, cli_bytes(o->pinned_bytes),
+	       pool ? "the pool cannot shrink past them" :
+		      "trimming the top cannot return it");
 	printf("%s  on pages with live bytes %10s  nothing returns it but freeing those blocks\n",
 	       indent, cli_bytes(o->pinned_page_bytes));
 }
@@ -334,9 +351,9 @@ static void frag_text(struct fragcmd *fc)
 	text_ratios(l);
 
 	printf("\nheap occupancy (malloc heaps, mmapped blocks left out)\n");
-	text_occ(fc, &res->heap, "  ");
+	text_occ(&res->heap, "  ", 0);
 	printf("\nwho pins it\n");
-	text_pinners(fc, &res->heap, "  ");
+	text_pinners(fc, &res->heap, "  ", 0);
 	text_holes(res);
 	text_growth(fc);
 	text_timeline(res);
@@ -365,9 +382,9 @@ static void frag_text(struct fragcmd *fc)
 		printf("\npool %llu%s%s%s%s\n", (unsigned long long)p->id,
 		       p->label ? " '" : "", p->label ? p->label : "", p->label ? "'" : "",
 		       p->alive ? "" : " (destroyed)");
-		text_occ(fc, &p->occ, "  ");
+		text_occ(&p->occ, "  ", 1);
 		printf("  who pins it\n");
-		text_pinners(fc, &p->occ, "    ");
+		text_pinners(fc, &p->occ, "    ", 2);
 	}
 }
 
@@ -722,6 +739,9 @@ int cmd_frag(int argc, char **argv)
 			rc = 0;
 		}
 	}
+	if (rc == 0 && dump_process(fc.d) && dump_process(fc.d)->sample_bytes)
+		cli_warn("'%s' holds a sample of the allocations (--sample): page occupancy, pinning and holes see only the sampled blocks",
+			 fc.path);
 	if (rc == 0 && replay_totals(fc.r)->lost_events)
 		cli_warn("%s events were lost: the figures are incomplete",
 			 cli_count(replay_totals(fc.r)->lost_events));

@@ -233,11 +233,19 @@ static struct lastalloc *thread_last(struct frag *f, uint32_t tid)
 
 /* ---- pages ------------------------------------------------------------ */
 
-static int is_mmapped(const struct frag *f, uint64_t ptr, uint64_t usable)
+/*
+ * glibc maps a chunk of its own when the request reaches the mmap threshold:
+ * the chunk ends on a page boundary and, but for aligned allocations (whose
+ * chunk starts past the lead glibc cut off), starts on one too.
+ */
+static int is_mmapped(const struct frag *f, uint64_t ptr, uint64_t usable, unsigned api)
 {
-	return ((ptr - FRAG_HEADER) & (f->ps - 1)) == 0 &&
-	       ((usable + FRAG_HEADER) & (f->ps - 1)) == 0 &&
-	       usable + FRAG_HEADER >= MMAP_MIN;
+	int aligned_api = api == HTR_API_POSIX_MEMALIGN || api == HTR_API_ALIGNED_ALLOC ||
+			  api == HTR_API_MEMALIGN || api == HTR_API_VALLOC ||
+			  api == HTR_API_PVALLOC;
+
+	return ((ptr + usable) & (f->ps - 1)) == 0 && usable + FRAG_HEADER >= MMAP_MIN &&
+	       (((ptr - FRAG_HEADER) & (f->ps - 1)) == 0 || aligned_api);
 }
 
 static void page_ref(struct frag *f, uint64_t page, int delta)
@@ -302,7 +310,7 @@ static void heap_alloc(struct frag *f, const struct dump_event *ev,
 	}
 	f->seq++;
 	f->usable += u;
-	if (is_mmapped(f, ev->ptr, u)) {
+	if (is_mmapped(f, ev->ptr, u, ev->api)) {
 		f->mmapped_bytes += u + FRAG_HEADER;
 		f->mmapped_blocks++;
 	} else if (fregions_add(&f->heaps, ev->ptr - FRAG_HEADER, ev->ptr + u) < 0) {
@@ -339,7 +347,7 @@ static void heap_free(struct frag *f, const struct dump_event *ev,
 
 	f->seq++;
 	f->usable -= u;
-	if (is_mmapped(f, b->ptr, u)) {
+	if (is_mmapped(f, b->ptr, u, b->api)) {
 		f->mmapped_bytes -= u + FRAG_HEADER;
 		f->mmapped_blocks--;
 	}
@@ -548,7 +556,7 @@ static int collect_block(void *ctx, const struct replay_block *rb)
 
 	c->requested += rb->size;
 	c->usable += u;
-	if (is_mmapped(c->f, rb->ptr, u)) {
+	if (is_mmapped(c->f, rb->ptr, u, rb->api)) {
 		c->mmapped_bytes += u + FRAG_HEADER;
 		c->mmapped_blocks++;
 		return 0;

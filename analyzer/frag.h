@@ -16,8 +16,9 @@
  * holds live bytes when any byte of an extent lies on it.
  *
  * A malloc block is "mmapped" when glibc served it with its own mapping:
- * ptr - 16 is page-aligned, usable + 16 a multiple of the page and at least
- * 128 KiB (glibc's smallest mmap threshold).  Mmapped blocks go back to the
+ * ptr + usable is page-aligned, usable + 16 is at least 128 KiB (glibc's
+ * smallest mmap threshold) and ptr - 16 is page-aligned too (but for aligned
+ * allocations, whose chunk starts past the lead glibc cut off).  Mmapped blocks go back to the
  * system on free and do not fragment; they count in the ladder, not in the
  * heap's occupancy.
  *
