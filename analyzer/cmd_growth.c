@@ -489,6 +489,8 @@ int cmd_growth(int argc, char **argv)
 		return rc;
 	}
 	live_follow_signals();
+	if (live_wait_for_file(gr.path, interval) < 0)
+		return 0;
 	for (;;) {
 		int ended;
 

@@ -70,15 +70,28 @@ static int column_of(const struct timeseries *ts, uint64_t t)
 	return (int)ts->npts - 1;
 }
 
+/* A moment on an axis spanning 'span' ns: enough digits to tell them apart. */
+static void axis_time(char *buf, size_t len, uint64_t ns, uint64_t span)
+{
+	if (span >= 10000000000ull)
+		snprintf(buf, len, "%.1f s", (double)ns / 1e9);
+	else if (span >= 100000000ull)
+		snprintf(buf, len, "%.2f s", (double)ns / 1e9);
+	else if (span >= 1000000ull)
+		snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, len, "%.1f us", (double)ns / 1e3);
+}
+
 static void print_time_axis(const struct timeseries *ts, unsigned w)
 {
+	uint64_t span = ts->cfg.to - ts->cfg.from;
 	char left[32], mid[32], right[32];
 	int pad;
 
-	snprintf(left, sizeof(left), "%.2f s", (double)ts->cfg.from / 1e9);
-	snprintf(mid, sizeof(mid), "%.2f s",
-		 (double)(ts->cfg.from + (ts->cfg.to - ts->cfg.from) / 2) / 1e9);
-	snprintf(right, sizeof(right), "%.2f s", (double)ts->cfg.to / 1e9);
+	axis_time(left, sizeof(left), ts->cfg.from, span);
+	axis_time(mid, sizeof(mid), ts->cfg.from + span / 2, span);
+	axis_time(right, sizeof(right), ts->cfg.to, span);
 	printf("%*s%s", GUTTER, "", left);
 	pad = (int)(w / 2) - (int)strlen(left) - (int)strlen(mid) / 2;
 	if (pad > 0) {
@@ -816,6 +829,8 @@ int cmd_timeline(int argc, char **argv)
 		return rc;
 	}
 	live_follow_signals();
+	if (live_wait_for_file(tl.path, interval) < 0)
+		return 0;
 	for (;;) {
 		int ended;
 

@@ -1,11 +1,13 @@
 /* livedump.c - opens a dump for analysis, also while its process still writes it */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "livedump.h"
@@ -84,4 +86,40 @@ int live_follow_sleep(uint64_t ns)
 	while (!stop_flag && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 	return stop_flag ? -1 : 0;
+}
+
+/* 1 when 'path' is a dump with its first frame written, 0 when not yet, -1 when no dump. */
+static int dump_ready(const char *path)
+{
+	char magic[8], err[256];
+	struct dump *d;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	n = pread(fd, magic, sizeof(magic), 0);
+	close(fd);
+	if (n < (ssize_t)sizeof(magic))
+		return n < 0 ? -1 : 0;
+	if (memcmp(magic, HTR_FILE_MAGIC, sizeof(magic)))
+		return -1;
+	d = dump_open(path, err, sizeof(err));
+	if (!d)
+		return 0;	/* the writer has not finished its first frame */
+	dump_close(d);
+	return 1;
+}
+
+int live_wait_for_file(const char *path, uint64_t ns)
+{
+	int said = 0, r;
+
+	while ((r = dump_ready(path)) == 0) {
+		if (!said++)
+			fprintf(stderr, "heaptrail: waiting for '%s' to be written\n", path);
+		if (live_follow_sleep(ns) < 0)
+			return -1;
+	}
+	return 0;	/* a file that is no dump is reported by the caller */
 }

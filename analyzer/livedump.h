@@ -38,5 +38,12 @@ int live_follow_sleep(uint64_t ns);
 void live_follow_signals(void);
 /* 1 once SIGINT or SIGTERM arrived during follow mode. */
 int live_follow_stopped(void);
+/*
+ * --follow of a dump not written yet ('record' just started): waits until
+ * 'path' exists and holds its first frame, looking every 'ns'.  0 (also
+ * for a file that is not a dump at all: opening it says why), or -1 when
+ * interrupted.
+ */
+int live_wait_for_file(const char *path, uint64_t ns);
 
 #endif

@@ -363,7 +363,10 @@ static int need_scan(const struct snapshot_opts *o)
 	return !o->at.resolved;
 }
 
-/* Marker names, 'peak' and 'end' become times with a first pass. */
+/*
+ * Marker names, 'peak' and 'end' become times with a first pass: 1 when it
+ * ran (and said what was wrong with the dump), 0 when not needed, -1.
+ */
 static int resolve(struct snapshot_opts *o)
 {
 	struct ts_scan scan;
@@ -386,18 +389,19 @@ static int resolve(struct snapshot_opts *o)
 	} else {
 		o->at = t[0];
 	}
-	return 0;
+	return 1;
 }
 
 int snapshot_run(struct snapshot_opts *o)
 {
 	struct snap s;
-	int rc = CLI_USAGE;
+	int rc = CLI_USAGE, scanned;
 	uint64_t end;
 
 	memset(&s, 0, sizeof(s));
 	s.o = o;
-	if (resolve(o) < 0)
+	scanned = resolve(o);
+	if (scanned < 0)
 		return CLI_USAGE;
 	if (o->between && o->to.ns < o->from.ns) {
 		cli_error("the window is empty: %s comes after %s",
@@ -426,7 +430,8 @@ int snapshot_run(struct snapshot_opts *o)
 	if (replay_at_end(s.r) && end > replay_totals(s.r)->duration)
 		cli_warn("%s is after the end of '%s' (%s): these are the figures at its end",
 			 cli_at(end), o->path, cli_at(replay_totals(s.r)->duration));
-	cli_dump_warning(s.d);
+	if (!scanned)	/* the first pass warned already */
+		cli_dump_warning(s.d);
 	if ((o->between ? rows_between(&s, o->from.ns) : rows_at(&s)) < 0) {
 		cli_error("out of memory");
 		goto out;

@@ -234,6 +234,26 @@ def test_follow():
             proc.wait(timeout=check.HANG_GUARD)
 
 
+def test_follow_before_start():
+    with T.case("--follow of a dump not written yet"):
+        exe = target("growth_phases")
+        d = os.path.join(WORK, "follow-early")
+        os.makedirs(d)
+        dump = os.path.join(d, "early.htr")
+        fol = subprocess.Popen([check.HEAPTRAIL, "timeline", "--follow", "--interval",
+                                "50ms", "--json", "--points", "5", dump],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=check.clean_env())
+        cp = check.preload(dump, [exe], env={"TRUTH_OUT": os.path.join(d, "t.json")}, cwd=d)
+        T.eq("target exits 0", cp.returncode, 0)
+        out, err = fol.communicate(timeout=check.HANG_GUARD)
+        T.eq("--follow waited for the dump and ended, exit 0", fol.returncode, 0)
+        docs = [json.loads(x) for x in check.text(out).splitlines() if x.strip()]
+        T.check("the last chart is of the finished dump",
+                docs and docs[-1]["live"] is False and docs[-1]["end"] == "exit",
+                check.first_line(err))
+
+
 def main():
     try:
         with T.case("growth_linear"):
@@ -244,6 +264,7 @@ def main():
             test_text_linear(dump)
         test_markers()
         test_follow()
+        test_follow_before_start()
         with T.case("usage errors"):
             target("growth_phases")
             for argv in (["timeline"], ["timeline", "--top", "1000", "d.htr"],
