@@ -128,6 +128,10 @@ def check_growth(doc, truth, teardown):
            facts["grow_bytes_per_1000_allocations"])
     T.check("steady fit (R^2 >= 0.9)", grow["r2"] >= 0.9, "r2 %.3f" % grow["r2"])
     T.eq("growing site allocations", grow["allocations"], facts["rounds"])
+    T.eq("growing site allocations in the window", grow["window_allocations"], facts["rounds"])
+    if not teardown:
+        T.eq("growing site leaked_bytes (as in report)", grow["leaked_bytes"],
+             truth_site(truth, "grow_one")["leaked_bytes"])
     T.eq("only one site grows", doc["counts"]["growing"], 1)
 
     cache = one_site(sites, CACHE)
