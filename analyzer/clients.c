@@ -594,7 +594,8 @@ int clients_finish(struct clients *c, struct replay *r)
 		return -ENOMEM;
 	}
 	/* judged clients with residue, per site */
-	qsort(w.pairs, w.n, sizeof(*w.pairs), by_pair);
+	if (w.n)
+		qsort(w.pairs, w.n, sizeof(*w.pairs), by_pair);
 	for (i = 0; i < w.n; i++)
 		if (!i || by_pair(&w.pairs[i - 1], &w.pairs[i]))
 			st->byst[w.pairs[i].stack]->clients++;
