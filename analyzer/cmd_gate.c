@@ -337,6 +337,8 @@ static int load_baseline(struct gate_run *run)
 		if (v[i].judged)
 			baseline_add(&run->base, &v[i].p);
 	procs_free(v, n);
+	/* --print-suppressions tells about this run, not the baseline's */
+	supp_reset_counts(&o->supp);
 	run->base.source = strdup(o->baselines[0]);
 	return 0;
 }

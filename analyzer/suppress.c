@@ -678,6 +678,20 @@ void supp_count(struct supp_rule *r, const char *label, uint64_t blocks,
 	}
 }
 
+void supp_reset_counts(struct suppress *s)
+{
+	size_t i, k;
+
+	for (i = 0; i < s->n; i++) {
+		struct supp_rule *r = &s->rules[i];
+
+		for (k = 0; k < r->nexamples; k++)
+			free(r->examples[k]);
+		r->nexamples = 0;
+		r->sites = r->blocks = r->bytes = 0;
+	}
+}
+
 /* ---- printing ---------------------------------------------------------- */
 
 static const char *rule_name(const struct supp_rule *r, char *buf, size_t len)

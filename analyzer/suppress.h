@@ -124,6 +124,9 @@ struct supp_rule *supp_scope_match(struct supp_scope *sc, uint32_t stack);
 void supp_count(struct supp_rule *r, const char *label, uint64_t blocks,
 		uint64_t bytes);
 
+/* Forgets what the rules matched so far (after reading a baseline's dumps). */
+void supp_reset_counts(struct suppress *s);
+
 /* --print-suppressions: every rule, where it came from and what it matched. */
 void supp_print(const struct suppress *s, FILE *out);
 /* The same as a JSON array of rule objects. */

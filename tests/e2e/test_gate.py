@@ -268,6 +268,32 @@ def test_process_tree():
         check_junit(junit, processes=4, limits=2, failures=2)
 
 
+def test_shell_tree():
+    """'make check' in small: a shell starting test programs; sites summed over processes."""
+    with T.case("shell and tests"):
+        exe = target("gate_leak")
+        d = fresh("shell")
+        sh = shutil.which("sh") or "/bin/sh"
+        t, _ = leak_run("blocks", 2)
+        site = truth_site(t, "leak_block")
+        script = "%s blocks 2; %s blocks 2" % (exe, exe)
+        st, out, err = gate(["--max-leaked-per-site", str(site["leaked_bytes"] + 1)],
+                            [sh, "-c", script], cwd=d)
+        expect("each test within --max-leaked-per-site, their sum over it: fails", st, 1, out, err)
+        T.check("... as a whole run", re.search(r"^FAIL whole run: --max-leaked-per-site", out, re.M),
+                out)
+        T.check("... and no single process fails", not re.search(r"^FAIL gate_leak", out, re.M), out)
+        T.check("the shell is not judged", re.search(r"^not judged: \S+ \(pid \d+\) \S*sh", out, re.M)
+                or "not judged: dash" in out or "not judged: bash" in out, out)
+        st, out, err = gate(["--max-leaked-per-site", str(2 * site["leaked_bytes"])],
+                            [sh, "-c", script], cwd=d)
+        expect("... within twice the site: passes", st, 0, out, err)
+        st, out, err = gate([], [sh, "-c", "exec %s none" % exe], cwd=d)
+        expect("a shell that execs a clean program passes", st, 0, out, err)
+        st, out, err = gate(["--judge", "gate_tree"], [sh, "-c", "%s strdup" % exe], cwd=d)
+        expect("--judge of another program: the leaking one is not judged", st, 0, out, err)
+
+
 # --- JUnit -------------------------------------------------------------------
 
 TIME_RE = re.compile(r"^(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]*)?$")
@@ -608,6 +634,7 @@ def main():
         test_suppressions()
         test_clean_programs()
         test_process_tree()
+        test_shell_tree()
         test_junit_validator()
         test_baseline()
         test_target_suppressions()
