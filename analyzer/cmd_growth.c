@@ -94,21 +94,23 @@ static void classify(struct growth *gr, struct grow *g)
 	double span = (double)(gr->ts.cfg.to - s->start) / 1e9;
 	double max = (double)s->max_sample_bytes;
 	uint64_t min_samples = gr->ts.npts / MIN_SPAN;
+	struct ts_fit by_time, by_allocs, late;
 	double rise;
 
 	if (min_samples < MIN_SAMPLES)
 		min_samples = MIN_SAMPLES;
-	g->bps = ts_fit_slope(&s->by_time);
-	g->per1k = ts_fit_slope(&s->by_allocs) * 1000.0;
-	g->r2 = ts_fit_r2(&s->by_time);
-	g->late_bps = ts_fit_slope(&s->late);
-	g->late_mean = s->late.n > 0 ? s->late_sum / s->late.n : (double)s->last_bytes;
+	ts_site_fits(&gr->ts, s, &by_time, &by_allocs, &late);
+	g->bps = ts_fit_slope(&by_time);
+	g->per1k = ts_fit_slope(&by_allocs) * 1000.0;
+	g->r2 = ts_fit_r2(&by_time);
+	g->late_bps = ts_fit_slope(&late);
+	g->late_mean = late.n > 0 ? s->late_sum / late.n : (double)s->last_bytes;
 	rise = g->bps * span;
 	g->score = g->bps > 0 ? g->bps * g->r2 : 0;
 
 	if (s->samples >= min_samples && max > 0 && g->bps > 0 &&
 	    g->r2 >= MIN_R2 && rise >= MIN_RISE * max &&
-	    (s->late.n < 3 || g->late_bps >= LATE_RATIO * g->bps))
+	    (late.n < 3 || g->late_bps >= LATE_RATIO * g->bps))
 		g->cls = G_GROWING;
 	else if (max <= 0 || g->late_mean <= TRANSIENT_LEVEL * max ||
 		 (s->window_allocs &&

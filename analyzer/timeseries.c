@@ -348,11 +348,11 @@ static double sum_k2(double m)
 }
 
 /* Adds the samples of buckets [k1, k2), all of value y, to the sums. */
-static void sums_add(const struct timeseries *ts, struct ts_sums *u,
-		     const struct ts_site *s, unsigned k1, unsigned k2)
+static void sums_add(struct ts_sums *u, const struct ts_site *s,
+		     unsigned k1, unsigned k2)
 {
 	double n = k2 - k1, y = (double)s->run_y - (double)s->y0;
-	double sx = sum_k(k2) - sum_k(k1), sa = ts->acum[k2] - ts->acum[k1];
+	double sx = sum_k(k2) - sum_k(k1);
 
 	u->n += n;
 	u->sx += sx;
@@ -360,23 +360,25 @@ static void sums_add(const struct timeseries *ts, struct ts_sums *u,
 	u->sy += y * n;
 	u->sxy += y * sx;
 	u->syy += y * y * n;
-	u->sa += sa;
-	u->saa += ts->acum2[k2] - ts->acum2[k1];
-	u->say += y * sa;
 }
 
 /* The run of value s->run_y ends before bucket k: account for it. */
 static void run_end(struct timeseries *ts, struct ts_site *s, unsigned k)
 {
 	unsigned k1 = s->run_k, j, slot;
+	double sa;
 
 	if (k <= k1)
 		return;
-	sums_add(ts, &s->all, s, k1, k);
+	sums_add(&s->all, s, k1, k);
+	sa = ts->acum[k] - ts->acum[k1];
+	s->sa += sa;
+	s->saa += ts->acum2[k] - ts->acum2[k1];
+	s->say += ((double)s->run_y - (double)s->y0) * sa;
 	if (k > s->late_k) {
 		unsigned l1 = k1 > s->late_k ? k1 : s->late_k;
 
-		sums_add(ts, &s->lat, s, l1, k);
+		sums_add(&s->lat, s, l1, k);
 		s->late_sum += (double)s->run_y * (k - l1);
 	}
 	s->samples += k - k1;
@@ -448,34 +450,48 @@ static int sample_sites(struct build *b, unsigned k)
 	return 0;
 }
 
-/* Turns one site's sums into fits; x of by_time in seconds. */
+/* Closes the last run of a site: its samples are complete. */
 static void site_finish(struct timeseries *ts, struct ts_site *s)
 {
-	double sec = (double)(ts->cfg.to - ts->cfg.from) / ts->npts / 1e9;
-	const struct ts_sums *u = &s->all, *l = &s->lat;
-
 	run_end(ts, s, ts->npts);
 	s->last_bytes = s->run_y;
-	if (u->n > 0) {
-		s->by_time.n = u->n;
-		s->by_time.mx = sec * u->sx / u->n;
-		s->by_time.my = (double)s->y0 + u->sy / u->n;
-		s->by_time.cxx = sec * sec * (u->sxx - u->sx * u->sx / u->n);
-		s->by_time.cxy = sec * (u->sxy - u->sx * u->sy / u->n);
-		s->by_time.cyy = u->syy - u->sy * u->sy / u->n;
-		s->by_allocs = s->by_time;
-		s->by_allocs.mx = u->sa / u->n;
-		s->by_allocs.cxx = u->saa - u->sa * u->sa / u->n;
-		s->by_allocs.cxy = u->say - u->sa * u->sy / u->n;
+}
+
+/* A fit from sums over bucket indices; x scaled by 'xs' (seconds per bucket). */
+static void fit_from(struct ts_fit *f, const struct ts_sums *u, double y0, double xs)
+{
+	memset(f, 0, sizeof(*f));
+	if (u->n <= 0)
+		return;
+	f->n = u->n;
+	f->mx = xs * u->sx / u->n;
+	f->my = y0 + u->sy / u->n;
+	f->cxx = xs * xs * (u->sxx - u->sx * u->sx / u->n);
+	f->cxy = xs * (u->sxy - u->sx * u->sy / u->n);
+	f->cyy = u->syy - u->sy * u->sy / u->n;
+}
+
+void ts_site_fits(const struct timeseries *ts, const struct ts_site *s,
+		  struct ts_fit *by_time, struct ts_fit *by_allocs,
+		  struct ts_fit *late)
+{
+	double sec = (double)(ts->cfg.to - ts->cfg.from) / ts->npts / 1e9;
+	const struct ts_sums *u = &s->all;
+	struct ts_fit f;
+
+	fit_from(&f, u, (double)s->y0, sec);
+	if (by_time)
+		*by_time = f;
+	if (by_allocs) {
+		*by_allocs = f;
+		if (u->n > 0) {
+			by_allocs->mx = s->sa / u->n;
+			by_allocs->cxx = s->saa - s->sa * s->sa / u->n;
+			by_allocs->cxy = s->say - s->sa * u->sy / u->n;
+		}
 	}
-	if (l->n > 0) {
-		s->late.n = l->n;
-		s->late.mx = sec * l->sx / l->n;
-		s->late.my = (double)s->y0 + l->sy / l->n;
-		s->late.cxx = sec * sec * (l->sxx - l->sx * l->sx / l->n);
-		s->late.cxy = sec * (l->sxy - l->sx * l->sy / l->n);
-		s->late.cyy = l->syy - l->sy * l->sy / l->n;
-	}
+	if (late)
+		fit_from(late, &s->lat, (double)s->y0, sec);
 }
 
 static void fill_point(struct build *b, unsigned k, uint64_t time)

@@ -81,7 +81,6 @@ double ts_fit_r2(const struct ts_fit *f);
 /* Raw sums of one fit while sampling (x as bucket indices, y shifted). */
 struct ts_sums {
 	double n, sx, sxx, sy, sxy, syy;
-	double sa, saa, say;	/* x = allocations of the program */
 };
 
 struct ts_config {
@@ -116,10 +115,6 @@ struct ts_site {
 	uint64_t max_sample_bytes;	/* highest sampled live bytes */
 	uint64_t samples;
 	double late_sum;	/* sum of the live bytes sampled in the last third */
-	/* results, filled at the end of ts_build() */
-	struct ts_fit by_time;	/* x = seconds */
-	struct ts_fit by_allocs;	/* x = allocations of the program */
-	struct ts_fit late;	/* by_time, last third only */
 	uint64_t window_allocs;	/* its allocations inside the window */
 	uint64_t temp_time;	/* of those freed in the window: within temporary_ns */
 	uint64_t temp_allocs;	/* ... with <= temporary_allocs allocations in between */
@@ -135,7 +130,8 @@ struct ts_site {
 	uint64_t run_y, y0;	/* y0: first sample, subtracted for precision */
 	unsigned run_k, late_k;	/* late_k: first bucket of the last third */
 	int dirty;
-	struct ts_sums all, lat;
+	struct ts_sums all, lat;	/* x = bucket index: all samples, the last third */
+	double sa, saa, say;	/* x = allocations of the program since the window start */
 };
 
 struct timeseries {
@@ -164,6 +160,15 @@ struct timeseries {
 int ts_build(struct timeseries *ts, const char *path,
 	     const struct ts_scan *scan, const struct ts_config *cfg);
 void ts_release(struct timeseries *ts);
+
+/*
+ * A site's fits, from its samples: live bytes against seconds, against the
+ * allocations of the program, and against seconds in the last third of its
+ * window only.  Any pointer may be NULL.
+ */
+void ts_site_fits(const struct timeseries *ts, const struct ts_site *s,
+		  struct ts_fit *by_time, struct ts_fit *by_allocs,
+		  struct ts_fit *late);
 
 /* The replay's figures of a site (allocations, max_live_bytes ...) at the window's end. */
 const struct site_stats *ts_site_stats(struct timeseries *ts,
