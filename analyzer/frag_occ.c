@@ -1,10 +1,47 @@
-/* frag_occ.c - page occupancy of live blocks: spans, pinned memory and who pins it, holes */
+/* frag_occ.c - page occupancy of live blocks: spans, pinned memory and who pins it, holes, size classes */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frag_internal.h"
 #include "frag_map.h"
+
+/* ---- size classes ----------------------------------------------------- */
+
+uint64_t frag_class_bound(unsigned i)
+{
+	unsigned j, p, k;
+
+	if (i == 0)
+		return 8;
+	if (i == 1)
+		return 16;
+	j = i - 2;
+	p = 4 + j / 4;
+	k = j % 4 + 1;
+	if (p >= 63)
+		return UINT64_MAX;
+	return (1ull << p) + (uint64_t)k * (1ull << (p - 2));
+}
+
+unsigned frag_class_of(uint64_t size)
+{
+	unsigned p;
+	uint64_t k;
+
+	if (size <= 8)
+		return 0;
+	if (size <= 16)
+		return 1;
+	p = 63 - (unsigned)__builtin_clzll(size - 1);	/* size in (2^p, 2^(p+1)] */
+	k = (size - (1ull << p) + (1ull << (p - 2)) - 1) >> (p - 2);
+	return 2 + (p - 4) * 4 + (unsigned)(k - 1);
+}
+
+unsigned frag_log2_of(uint64_t size)
+{
+	return size < 2 ? 0 : 63 - (unsigned)__builtin_clzll(size);
+}
 
 /* ---- heap ranges ------------------------------------------------------ */
 
