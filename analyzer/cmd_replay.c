@@ -60,8 +60,8 @@ static void replay_text(const struct replaycmd *rc)
 		const struct replay_alloc *a = &rc->a[i];
 
 		if (!a->ok) {
-			printf("%-10s %12s %12s %12s %12s  %s: %s\n", a->name, "-", "-", "-", "-",
-			       a->lib[0] ? a->lib : "(libc)", a->error);
+			printf("%-10s %12s %12s %12s %12s  %s\n", a->name, "-", "-", "-", "-",
+			       a->error);
 			continue;
 		}
 		printf("%-10s %12s %12s %12s %12s  %s\n", a->name, cli_bytes(a->peak_rss),
