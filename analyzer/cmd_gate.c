@@ -127,18 +127,57 @@ static int is_dump(const char *path)
 	return n == 8 && !memcmp(buf, "HTRDUMP\n", 8);
 }
 
+/* A file as it was before the run: a dump of an earlier run, or not. */
+struct seen {
+	char *name;
+	struct stat st;
+};
+
+struct seenset {
+	struct seen *v;
+	size_t n;
+};
+
+static void seenset_free(struct seenset *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		free(s->v[i].name);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+static int unchanged(const struct seenset *before, const char *path,
+		     const struct stat *st)
+{
+	size_t i;
+
+	for (i = 0; before && i < before->n; i++)
+		if (!strcmp(before->v[i].name, path))
+			return before->v[i].st.st_ino == st->st_ino &&
+			       before->v[i].st.st_size == st->st_size &&
+			       before->v[i].st.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+			       before->v[i].st.st_mtim.tv_nsec == st->st_mtim.tv_nsec;
+	return 0;
+}
+
 /*
- * The dumps of the run: OUT for the first process, OUT.PID for the others,
- * OUT.PID.N for exec'd images; with -o in a directory of the user's, only
- * those written since 'since' (files of an earlier run may lie there).
+ * The files named like the dumps of a run: OUT for the first process,
+ * OUT.PID for the others, OUT.PID.N for exec'd images.  With 'snap', every
+ * such file goes there (taken before the run: with -o in a directory of the
+ * user's, dumps of an earlier run may lie there); else the dumps written or
+ * rewritten since 'before' go to 'ds'.
  */
-static int find_dumps(const char *out, time_t since, struct dumpset *ds)
+static int find_dumps(const char *out, const struct seenset *before,
+		      struct seenset *snap, struct dumpset *ds)
 {
 	char dir[PATH_MAX + 64], *slash;
 	const char *base;
 	size_t blen;
 	DIR *d;
 	struct dirent *e;
+	int rc = 0;
 
 	snprintf(dir, sizeof(dir), "%s", out);
 	slash = strrchr(dir, '/');
@@ -152,8 +191,8 @@ static int find_dumps(const char *out, time_t since, struct dumpset *ds)
 	blen = strlen(base);
 	d = opendir(dir[0] ? dir : "/");
 	if (!d)
-		return -1;
-	while ((e = readdir(d))) {
+		return snap ? 0 : -1;	/* a directory the run may still create */
+	while (!rc && (e = readdir(d))) {
 		char path[PATH_MAX + 640];
 		struct stat st;
 		const char *rest = e->d_name + blen;
@@ -162,16 +201,29 @@ static int find_dumps(const char *out, time_t since, struct dumpset *ds)
 		    (*rest && (*rest != '.' || !strchr("0123456789", rest[1]))))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
-		    st.st_mtime < since || !is_dump(path))
+		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (dumpset_add(ds, path) < 0) {
-			closedir(d);
-			return -1;
+		if (snap) {
+			struct seen *nv = realloc(snap->v, (snap->n + 1) * sizeof(*nv));
+
+			if (!nv || !(nv[snap->n].name = strdup(path))) {
+				if (nv)
+					snap->v = nv;
+				rc = -1;
+				break;
+			}
+			nv[snap->n].st = st;
+			snap->v = nv;
+			snap->n++;
+			continue;
 		}
+		if (unchanged(before, path, &st) || !is_dump(path))
+			continue;
+		if (dumpset_add(ds, path) < 0)
+			rc = -1;
 	}
 	closedir(d);
-	return 0;
+	return rc;
 }
 
 static int by_version(const void *a, const void *b)
@@ -194,7 +246,7 @@ static int run_command(struct gate_run *run, char **argv, struct dumpset *ds,
 	struct gate_opts *o = run->o;
 	char path[PATH_MAX], out[PATH_MAX + 32], cwd[PATH_MAX];
 	const char *tmp = getenv("TMPDIR");
-	time_t since = time(NULL) - 1;
+	struct seenset before = { NULL, 0 };
 	double t0;
 	int rc;
 
@@ -222,15 +274,23 @@ static int run_command(struct gate_run *run, char **argv, struct dumpset *ds,
 	    (o->set[L_LOST] && launch_setenv("HEAPTRAIL_REACH", "exit") < 0) ||
 	    (o->clients && launch_setenv("HEAPTRAIL_CLIENTS", o->clients) < 0))
 		return CLI_USAGE;
+	if (o->out && find_dumps(out, NULL, &before, NULL) < 0) {
+		cli_error("cannot list the files '%s*': %s", out, strerror(errno ? errno : ENOMEM));
+		return CLI_USAGE;
+	}
 	t0 = now_s();
 	rc = launch_run(path, argv, &run->wstatus);
 	run->seconds = now_s() - t0;
-	if (rc)
+	if (rc) {
+		seenset_free(&before);
 		return rc;
+	}
 	run->ran = 1;
 	run->argv = argv;
-	if (find_dumps(out, o->out ? since : 0, ds) < 0) {
-		cli_error("cannot list the dumps '%s*': %s", out, strerror(errno));
+	rc = find_dumps(out, &before, NULL, ds);
+	seenset_free(&before);
+	if (rc < 0) {
+		cli_error("cannot list the dumps '%s*': %s", out, strerror(errno ? errno : ENOMEM));
 		return CLI_USAGE;
 	}
 	if (!ds->n) {

@@ -9,6 +9,14 @@
 #include "json.h"
 #include "junit.h"
 
+static int is_runtime(const char *module)
+{
+	const char *b = gate_base_name(module);
+
+	return module && (!strncmp(b, "libc.so", 7) || !strncmp(b, "libc-", 5) ||
+			  !strncmp(b, "ld-", 3));
+}
+
 /* "function file:line" of the top frame and the frame that called it. */
 static void site_line(FILE *out, const struct gate_site *s, uint64_t bytes,
 		      const struct gate_proc *p, int show_proc, const char *indent)
@@ -16,7 +24,9 @@ static void site_line(FILE *out, const struct gate_site *s, uint64_t bytes,
 	char buf[1400];
 
 	fprintf(out, "%s%9s  %s", indent, cli_bytes(bytes), s->label);
-	if (s->nframes && s->top + 1 < s->nframes) {
+	/* the caller, unless it is the C runtime's start-up code calling main */
+	if (s->nframes && s->top + 1 < s->nframes &&
+	    !is_runtime(s->frames[s->top + 1].module)) {
 		gate_frame_text(&s->frames[s->top + 1], buf, sizeof(buf));
 		fprintf(out, "  <- %s", buf);
 	}
@@ -112,7 +122,7 @@ static void print_passed(FILE *out, struct gate_run *run, enum gate_limit k)
 void gate_text_report(struct gate_run *run, FILE *out)
 {
 	struct gate_opts *o = run->o;
-	size_t i, fail, pass, skip, nsupp = 0, nnot = 0;
+	size_t i, fail, pass, skip, nnot = 0;
 	uint64_t supp_bytes = 0;
 	int k;
 
@@ -167,11 +177,9 @@ void gate_text_report(struct gate_run *run, FILE *out)
 	if (nnot > 5)
 		fprintf(out, "not judged: %s more %s\n", cli_count(nnot - 5),
 			gate_plural(nnot - 5, "process", "processes"));
-	for (i = 0; i < o->supp.n; i++)
-		nsupp += o->supp.rules[i].sites != 0;
 	if (supp_bytes && !o->print_supp)
-		fprintf(out, "suppressed: %s by %s %s (--print-suppressions shows them)\n",
-			cli_bytes(supp_bytes), cli_count(nsupp), gate_plural(nsupp, "rule", "rules"));
+		fprintf(out, "suppressed: %s of the runtime's or known leaks (--print-suppressions shows them)\n",
+			cli_bytes(supp_bytes));
 	if (run->ran)
 		fprintf(out, "command: %s\n", gate_status_str(run->wstatus));
 	if (o->print_supp)
