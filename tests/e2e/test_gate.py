@@ -517,11 +517,52 @@ def test_lost():
         st, out, err = gate(["--max-lost", "0", dump], cwd=d)
         expect("a dump without a reachability scan: --max-lost is an input error", st, 2, out, err)
         T.check("... saying how to record one", "HEAPTRAIL_REACH=exit" in err, err)
+        test_lost_synthetic(d)
         st, out, err = gate(["--max-lost", "0"], [exe, "blocks", "2"], cwd=d)
         if st == 2 and "reachability" in err:
             T.skip("--max-lost on a run", "this shim writes no reachability scan yet")
             return
         expect("blocks nobody points to fail --max-lost 0", st, 1, out, err)
+
+
+def synthetic_dump(d, name, how="exit"):
+    """tests/unit/gate_dumps.c: a dump whose reachability figures are known."""
+    gen = os.path.join(d, "gate_dumps")
+    if not os.path.exists(gen):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        unit = os.path.join(check.TOP, "tests", "unit")
+        if not cc:
+            raise Skip("no C compiler")
+        cp = subprocess.run([cc, "-std=gnu11", "-I", os.path.join(check.TOP, "common"), "-I", unit,
+                             "-o", gen, os.path.join(unit, "gate_dumps.c"),
+                             os.path.join(unit, "dumpgen.c"), "-lzstd"], capture_output=True)
+        if cp.returncode:
+            raise Skip("cannot build gate_dumps: %s" % check.first_line(cp.stderr))
+    out = os.path.join(d, name)
+    cp = subprocess.run([gen, out, how], capture_output=True)
+    if cp.returncode:
+        raise Skip("gate_dumps failed: %s" % check.first_line(cp.stderr))
+    return out
+
+
+def test_lost_synthetic(d):
+    # definitely lost 200 + indirectly lost 50; possibly lost 70 and reachable 300 do not count
+    dump = synthetic_dump(d, "reach.htr")
+    st, out, err = gate(["--max-lost", "249", dump], cwd=d)
+    expect("a scanned dump: 250 lost bytes fail --max-lost 249", st, 1, out, err)
+    T.check("... naming the definitely lost site first", re.search(r"200 B\s+0x401000", out), out)
+    cp = check.run([check.HEAPTRAIL, "gate", "--json", "--max-lost", "250", "--max-leaked", "620",
+                    dump])
+    doc = json.loads(check.text(cp.stdout)) if cp.returncode in (0, 1) else None
+    T.eq("... and pass --max-lost 250 (with --max-leaked 620)", cp.returncode, 0)
+    if doc:
+        T.eq("json: lost_bytes", doc["processes"][0]["lost_bytes"], 250)
+        T.eq("json: leaked_bytes", doc["processes"][0]["leaked_bytes"], 620)
+    for how, why in (("exec", "ended by exec"), ("signal", "was killed by a signal")):
+        dump = synthetic_dump(d, "%s.htr" % how, how)
+        st, out, err = gate(["--max-leaked", "0", "--max-peak", "1MB", dump], cwd=d)
+        expect("a dump of an image that %s is not judged for leaks" % why, st, 0, out, err)
+        T.check("... and says so", why in out, out)
 
 
 # --- statuses, dumps, diff ---------------------------------------------------------
