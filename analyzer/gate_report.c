@@ -228,9 +228,24 @@ static void json_check(struct json *j, const struct gate_check *c, int top)
 			continue;	/* only the largest sites keep frames */
 		json_obj_begin(j);
 		gate_site_json(j, s);
+		/* 'bytes': what counts for this limit; then the site's own figures */
 		json_kv_u64(j, "bytes", c->site_bytes[i]);
-		json_kv_u64(j, "leaked_bytes", s->bytes);
-		json_kv_u64(j, "leaked_blocks", s->blocks);
+		switch (c->kind) {
+		case L_PEAK:
+			json_kv_u64(j, "peak_bytes", s->peak_bytes);
+			break;
+		case L_RESIDUE:
+			json_kv_u64(j, "residue_bytes", s->bytes);
+			json_kv_u64(j, "residue_blocks", s->blocks);
+			break;
+		case L_LOST:
+			json_kv_u64(j, "lost_bytes", s->lost_bytes);
+			/* fall through */
+		default:
+			json_kv_u64(j, "leaked_bytes", s->bytes);
+			json_kv_u64(j, "leaked_blocks", s->blocks);
+			break;
+		}
 		json_kv_u64(j, "pid", c->site_procs[i]->pid);
 		json_obj_end(j);
 	}
