@@ -321,8 +321,13 @@ static int write_json(struct gate_run *run, const char *path, int status)
 
 /* ---- putting it together ----------------------------------------------------- */
 
+/*
+ * Reads the dumps: every process record first, so that the programs not
+ * judged (shells, make) are not replayed and symbolized for nothing; then
+ * the judged ones in full.
+ */
 static int read_dumps(struct gate_opts *o, struct dumpset *ds, struct gate_entry **out,
-		      size_t *n)
+		      size_t *n, size_t *njudged)
 {
 	struct gate_dump_opts go = {
 		.supp = &o->supp, .read_target_suppressions = o->target_supp,
@@ -336,17 +341,26 @@ static int read_dumps(struct gate_opts *o, struct dumpset *ds, struct gate_entry
 		cli_error("out of memory");
 		return -1;
 	}
+	for (i = 0; i < ds->n; i++)
+		if (gate_dump_peek(ds->paths[i], &v[i].p) < 0)
+			goto fail;
+	gate_choose_judged(o, v, ds->n, njudged);
 	for (i = 0; i < ds->n; i++) {
-		if (gate_dump_read(ds->paths[i], &go, &v[i].p) < 0) {
-			while (i-- > 0)
-				gate_proc_release(&v[i].p);
-			free(v);
-			return -1;
-		}
+		if (!v[i].judged)
+			continue;
+		gate_proc_release(&v[i].p);
+		if (gate_dump_read(ds->paths[i], &go, &v[i].p) < 0)
+			goto fail;
 	}
+	gate_judge_ends(v, ds->n);
 	*out = v;
 	*n = ds->n;
 	return 0;
+fail:
+	for (i = 0; i < ds->n; i++)
+		gate_proc_release(&v[i].p);
+	free(v);
+	return -1;
 }
 
 static void procs_free(struct gate_entry *v, size_t n)
@@ -388,11 +402,10 @@ static int load_baseline(struct gate_run *run)
 			return -1;
 		}
 	}
-	rc = read_dumps(o, &ds, &v, &n);
+	rc = read_dumps(o, &ds, &v, &n, &nj);
 	dumpset_free(&ds);
 	if (rc < 0)
 		return -1;
-	gate_choose_judged(o, v, n, &nj);
 	for (i = 0; i < n; i++)
 		if (v[i].judged)
 			baseline_add(&run->base, &v[i].p);
@@ -611,9 +624,8 @@ int cmd_gate(int argc, char **argv)
 		if (o.out)
 			cli_warn("-o names the dumps of a command the gate runs; ignored for dumps");
 	}
-	if (read_dumps(&o, &ds, &run.procs, &run.nprocs) < 0)
+	if (read_dumps(&o, &ds, &run.procs, &run.nprocs, &run.njudged) < 0)
 		goto out;
-	gate_choose_judged(&o, run.procs, run.nprocs, &run.njudged);
 	if (o.set[L_LOST]) {
 		for (i = 0; i < run.nprocs; i++) {
 			struct gate_entry *pr = &run.procs[i];

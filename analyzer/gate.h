@@ -90,6 +90,11 @@ struct gate_dump_opts {
  */
 int gate_dump_read(const char *path, const struct gate_dump_opts *o,
 		   struct gate_proc *p);
+/*
+ * Only the process record: pid, ppid, exe, cmdline, name, flags, path; for
+ * the processes the gate does not judge.  0, or -1 after printing why.
+ */
+int gate_dump_peek(const char *path, struct gate_proc *p);
 void gate_proc_release(struct gate_proc *p);
 
 /*
@@ -220,9 +225,14 @@ struct gate_merged {
 };
 
 
-/* gate_check.c: who is judged, and the checks of each process and the run. */
+/*
+ * gate_check.c: who is judged, and the checks of each process and the run.
+ * gate_choose_judged() needs only the programs (gate_dump_peek());
+ * gate_judge_ends() how the judged ones ended (gate_dump_read()).
+ */
 void gate_choose_judged(struct gate_opts *o, struct gate_entry *v, size_t n,
 			size_t *njudged);
+void gate_judge_ends(struct gate_entry *v, size_t n);
 void gate_proc_checks(struct gate_run *run, struct gate_entry *pr);
 /* 0, or -1 when out of memory. */
 int gate_merge_sites(struct gate_run *run);

@@ -75,15 +75,26 @@ void gate_choose_judged(struct gate_opts *o, struct gate_entry *v, size_t n,
 			pr->judged = 0;
 			pr->why_not = "a system program (--judge-all judges it too)";
 		}
+		*njudged += pr->judged;
+	}
+}
+
+void gate_judge_ends(struct gate_entry *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct gate_entry *pr = &v[i];
+
+		if (!pr->judged)
+			continue;
 		if (pr->p.end_how == HTR_END_EXEC) {
 			pr->judge_leaks = 0;
-			pr->why_not = pr->judged ? "leaks not judged: it ended by exec" : pr->why_not;
+			pr->why_not = "leaks not judged: it ended by exec";
 		} else if (pr->p.end_how == HTR_END_SIGNAL) {
 			pr->judge_leaks = 0;
-			pr->why_not = pr->judged ? "leaks not judged: it was killed by a signal" :
-				      pr->why_not;
+			pr->why_not = "leaks not judged: it was killed by a signal";
 		}
-		*njudged += pr->judged;
 	}
 }
 

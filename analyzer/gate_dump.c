@@ -324,7 +324,7 @@ static int by_bytes(const void *pa, const void *pb)
 		return a->bytes < b->bytes ? 1 : -1;
 	if (a->blocks != b->blocks)
 		return a->blocks < b->blocks ? 1 : -1;
-	return strcmp(a->key, b->key);
+	return strcmp(a->key ? a->key : "", b->key ? b->key : "");
 }
 
 /* ---- one dump ------------------------------------------------------------ */
@@ -338,6 +338,32 @@ static char *proc_name(const struct dump_process *dp)
 	if (asprintf(&s, "%s (pid %u)", b, dp->pid) < 0)
 		return NULL;
 	return s;
+}
+
+int gate_dump_peek(const char *path, struct gate_proc *p)
+{
+	struct dump *d = cli_open_dump(path);
+	const struct dump_process *dp;
+	int oom = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (!d)
+		return -1;
+	dp = dump_process(d);
+	p->path = strdup(path);
+	p->pid = dp->pid;
+	p->ppid = dp->ppid;
+	p->exe = dup_or_null(dp->exe, &oom);
+	p->cmdline = dp->argv ? cli_join_argv(dp->argv) : NULL;
+	p->name = proc_name(dp);
+	p->flags = dp->flags;
+	dump_close(d);
+	if (oom || !p->path || !p->name) {
+		cli_error("cannot read '%s': out of memory", path);
+		gate_proc_release(p);
+		return -1;
+	}
+	return 0;
 }
 
 int gate_dump_read(const char *path, const struct gate_dump_opts *o,
