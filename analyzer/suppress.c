@@ -101,7 +101,7 @@ static const struct {
 	{ SUPP_BUILTIN_STD_STREAM,
 	  "stdio buffer of stdin, stdout or stderr (a buffer of a FILE the program opened itself is not hidden)" },
 	{ SUPP_BUILTIN_LIBC_CACHE,
-	  "libc's lifelong caches: time zone data (localtime, mktime), static result buffers (getpwnam, gethostbyname), locale and message catalogs (setlocale, gettext), the atexit table" },
+	  "the runtime's lifelong caches: time zone data (localtime, mktime), static result buffers (getpwnam, gethostbyname), locale and message catalogs (setlocale, gettext), the atexit table, the buffers of std::cout and friends after sync_with_stdio(false)" },
 };
 
 void supp_init(struct suppress *s, int with_builtins)
@@ -426,7 +426,9 @@ static const char *const libc_caches[] = {
 	"gettext", "dgettext", "dcgettext", "ngettext", "dngettext",
 	"dcngettext", "dcigettext",
 	/* the table of exit handlers beyond the first 32 */
-	"new_exitfn", "cxa_atexit", "atexit", "on_exit", NULL,
+	"new_exitfn", "cxa_atexit", "atexit", "on_exit",
+	/* libstdc++'s own buffers of the standard streams, unsynchronized */
+	"std::ios_base::sync_with_stdio", NULL,
 };
 
 /* ---- matching ---------------------------------------------------------- */
@@ -700,7 +702,7 @@ static const char *rule_name(const struct supp_rule *r, char *buf, size_t len)
 		[SUPP_BUILTIN_LOADER] = "dynamic loader",
 		[SUPP_BUILTIN_RUNTIME_INIT] = "runtime library initialization",
 		[SUPP_BUILTIN_STD_STREAM] = "standard stream buffers",
-		[SUPP_BUILTIN_LIBC_CACHE] = "libc caches",
+		[SUPP_BUILTIN_LIBC_CACHE] = "runtime caches",
 	};
 
 	if (r->kind == SUPP_PATTERN)

@@ -44,7 +44,7 @@ enum supp_builtin {
 	SUPP_BUILTIN_RUNTIME_INIT,
 	/* the stdio buffer of stdin, stdout or stderr */
 	SUPP_BUILTIN_STD_STREAM,
-	/* libc's lifelong caches: time zone data, static result buffers */
+	/* lifelong caches: time zone data, static result buffers, stream buffers */
 	SUPP_BUILTIN_LIBC_CACHE,
 };
 

@@ -206,14 +206,16 @@ def test_suppressions():
 def test_clean_programs():
     with T.case("clean programs"):
         d = fresh("clean")
-        for name in ("gate_clean", "gate_cleanxx"):
+        for name, args in (("gate_clean", []), ("gate_cleanxx", []), ("gate_cleanxx", ["unsync"])):
             exe = target(name)
             tp = os.path.join(d, name + ".truth")
-            st, out, err = gate(["--max-leaked", "0"], [exe], env={"TRUTH_OUT": tp}, cwd=d)
+            name = " ".join([name] + args)
+            st, out, err = gate(["--max-leaked", "0"], [exe] + args, env={"TRUTH_OUT": tp}, cwd=d)
             expect("%s passes --max-leaked 0" % name, st, 0, out, err)
             t = truth(tp)
             T.eq("%s: truth says it leaked nothing" % name, t["leaked_bytes"], 0)
-            st, out, err = gate(["--max-leaked", "0", "--no-builtin-suppressions"], [exe], cwd=d)
+            st, out, err = gate(["--max-leaked", "0", "--no-builtin-suppressions"], [exe] + args,
+                                cwd=d)
             expect("%s without the built-in suppressions fails (the runtime did keep blocks)"
                    % name, st, 1, out, err)
         # nothing of the program's own is hidden
