@@ -468,12 +468,14 @@ static int parse_opts(int argc, char **argv, struct gate_opts *o, int *dashdash)
 				return cli_usage("gate", "--max-growth is bytes per second like 64KiB or 1MB/s, not '%s'",
 						 optarg);
 			o->set[L_GROWTH] = 1;
+			o->max_text[L_GROWTH] = optarg;
 			break;
 		case 'I':
 			if (parse_percent(optarg, &o->max[L_INCREASE]) < 0)
 				return cli_usage("gate", "--max-increase is a percentage like 10 or 2.5%%, not '%s'",
 						 optarg);
 			o->set[L_INCREASE] = 1;
+			o->max_text[L_INCREASE] = optarg;
 			break;
 		case 'B':
 			if (add_str(&o->baselines, &o->nbaselines, optarg) < 0)
@@ -545,6 +547,7 @@ static int parse_opts(int argc, char **argv, struct gate_opts *o, int *dashdash)
 						 gate_limit_opt[li], optarg);
 			}
 			o->max[li] = (double)v;
+			o->max_text[li] = optarg;
 			o->set[li] = 1;
 		}
 	}

@@ -165,6 +165,7 @@ struct gate_check {
 	enum gate_limit kind;
 	int state;
 	double value, limit;	/* bytes, bytes/s, or percent for L_INCREASE */
+	const char *limit_text;	/* the limit as the user wrote it, or NULL */
 	char msg[768];		/* what was measured, one line */
 	/* offending sites (borrowed) with the process each belongs to */
 	const struct gate_site **sites;
@@ -185,6 +186,7 @@ struct gate_entry {
 struct gate_opts {
 	int set[L_COUNT];
 	double max[L_COUNT];
+	const char *max_text[L_COUNT];	/* as given, for messages */
 	const char **baselines;
 	size_t nbaselines;
 	const char *save_baseline;

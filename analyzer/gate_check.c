@@ -175,6 +175,7 @@ void gate_proc_checks(struct gate_run *run, struct gate_entry *pr)
 		if (!o->set[k] || k == L_INCREASE)
 			continue;
 		c->limit = o->max[k];
+		c->limit_text = o->max_text[k];
 		pr->nchecks++;
 		if (!pr->judge_leaks && (k == L_LEAKED || k == L_PER_SITE || k == L_LOST ||
 					 k == L_RESIDUE)) {
@@ -383,6 +384,7 @@ void gate_tree_checks(struct gate_run *run)
 		if (!o->set[k])
 			continue;
 		c->limit = o->max[k];
+		c->limit_text = o->max_text[k];
 		run->ntree++;
 		worst = (size_t)-1;
 		for (i = 0; i < run->nprocs; i++) {
@@ -464,10 +466,10 @@ void gate_tree_checks(struct gate_run *run)
 			c->value = pl > pp ? pl : pp;
 			c->state = pl > o->max[k] || pp > o->max[k] ? ST_FAIL : ST_PASS;
 			snprintf(c->msg, sizeof(c->msg),
-				 "leaked %s (baseline %s, %s), peak %s (baseline %s, %s); limit +%g%%",
+				 "leaked %s (baseline %s, %s), peak %s (baseline %s, %s)",
 				 cli_bytes(run->now.leaked_bytes), cli_bytes(run->base.leaked_bytes),
 				 pct_str(pl), cli_bytes(run->now.peak_bytes),
-				 cli_bytes(run->base.peak_bytes), pct_str(pp), o->max[k]);
+				 cli_bytes(run->base.peak_bytes), pct_str(pp));
 			break;
 		}
 		default:

@@ -35,16 +35,22 @@ static void site_line(FILE *out, const struct gate_site *s, uint64_t bytes,
 	fprintf(out, "\n");
 }
 
+/* "--max-leaked 10MB": the limit as the user wrote it, with its unit. */
 static void limit_str(const struct gate_check *c, char *buf, size_t len)
 {
-	if (c->kind == L_INCREASE)
+	const char *t = c->limit_text;
+	const char *unit = c->kind == L_INCREASE ? "%" : c->kind == L_GROWTH ? "/s" : "";
+	size_t n = t ? strlen(t) : 0, u = strlen(unit);
+
+	if (t && *unit && n >= u && !strcmp(t + n - u, unit))
+		unit = "";
+	if (t)
+		snprintf(buf, len, "--%s %s%s", gate_limit_opt[c->kind], t, unit);
+	else if (c->kind == L_INCREASE)
 		snprintf(buf, len, "--%s %g%%", gate_limit_opt[c->kind], c->limit);
-	else if (c->kind == L_GROWTH)
-		snprintf(buf, len, "--%s %s/s", gate_limit_opt[c->kind],
-			 cli_bytes((uint64_t)c->limit));
 	else
-		snprintf(buf, len, "--%s %s", gate_limit_opt[c->kind],
-			 cli_bytes((uint64_t)c->limit));
+		snprintf(buf, len, "--%s %s%s", gate_limit_opt[c->kind],
+			 cli_bytes((uint64_t)c->limit), unit);
 }
 
 static void print_check(FILE *out, const struct gate_check *c, const char *who,
