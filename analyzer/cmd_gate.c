@@ -566,6 +566,7 @@ static int parse_opts(int argc, char **argv, struct gate_opts *o, int *dashdash)
 	if (!c) {
 		o->set[L_LEAKED] = 1;
 		o->max[L_LEAKED] = 0;
+		o->max_text[L_LEAKED] = "0";
 	}
 	supp_init(&o->supp, o->builtins);
 	for (i = 0; i < nsupp; i++) {
