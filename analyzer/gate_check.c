@@ -375,7 +375,7 @@ void gate_tree_checks(struct gate_run *run)
 	run->ntree = 0;
 	for (k = 0; k < L_COUNT; k++) {
 		struct gate_check *c = &run->tree[k];
-		uint64_t sum = 0, blocks = 0;
+		uint64_t sum = 0;
 		double best = -INFINITY;
 		size_t nproc = 0, nskip = 0;
 
@@ -402,12 +402,10 @@ void gate_tree_checks(struct gate_run *run)
 				best = pc->value;
 				worst = i;
 			}
-			if (k == L_LEAKED) {
+			if (k == L_LEAKED)
 				sum += pr->p.leaked_bytes;
-				blocks += pr->p.leaked_blocks;
-			} else if (k == L_LOST) {
+			else if (k == L_LOST)
 				sum += pr->p.lost_bytes;
-			}
 		}
 		switch (k) {
 		case L_LEAKED:
