@@ -71,7 +71,7 @@ static void before_exec(void)
 
 	if (atomic_load(&ht_phase) == HT_ON && !ht_in_shim) {
 		ht_in_shim = 1;
-		writer_sync();
+		writer_sync_exec();
 		ht_in_shim = 0;
 	}
 	errno = saved;
@@ -83,13 +83,16 @@ typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 
 HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	before_exec();
+	/* Shells try execve() along PATH: sync only for a file that can run. */
+	if (access(path, X_OK) == 0)
+		before_exec();
 	return REAL(execve_fn, "execve")(path, argv, envp);
 }
 
 HT_EXPORT int execv(const char *path, char *const argv[])
 {
-	before_exec();
+	if (access(path, X_OK) == 0)
+		before_exec();
 	return REAL(execv_fn, "execv")(path, argv);
 }
 

@@ -1,4 +1,4 @@
-/* lifecycle.c - start, fork, exit and fatal signals of the traced process */
+/* lifecycle.c - start, fork and exit of the traced process */
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
@@ -27,7 +27,6 @@ _Atomic uint64_t ht_lost[5];
 
 static int exit_status = -1;
 static unsigned fork_generation;
-static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM };
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -69,58 +68,6 @@ static void at_exit(void)
 		ht_stop(HTR_END_UNKNOWN, 0);
 }
 
-static void on_fatal_signal(int sig)
-{
-	int saved = errno;
-	struct sigaction dfl;
-
-	if (!ht_in_shim)
-		ht_stop(HTR_END_SIGNAL, sig);
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	sigaction(sig, &dfl, NULL);
-	errno = saved;
-	raise(sig);	/* delivered with the default action when we return */
-}
-
-static void on_mark_signal(int sig)
-{
-	int saved = errno;
-
-	(void)sig;
-	if (!ht_in_shim && atomic_load(&ht_phase) == HT_ON) {
-		ht_in_shim = 1;
-		ev_mark("signal");
-		ht_in_shim = 0;
-	}
-	errno = saved;
-}
-
-/* Our handlers go only where the program has none: it may replace them. */
-static void install_handler(int sig, void (*fn)(int), int flags)
-{
-	struct sigaction old, sa;
-
-	if (sigaction(sig, NULL, &old) || old.sa_handler != SIG_DFL ||
-	    (old.sa_flags & SA_SIGINFO))
-		return;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sa.sa_flags = flags;
-	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, NULL);
-}
-
-static void install_signal_handlers(void)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
-		install_handler(fatal_signals[i], on_fatal_signal, SA_RESETHAND);
-	if (ht_cfg.mark_signal)
-		install_handler(ht_cfg.mark_signal, on_mark_signal, SA_RESTART);
-}
-
 static void after_fork_child(void)
 {
 	int was = ht_in_shim;
@@ -145,6 +92,24 @@ static void after_fork_child(void)
 	ht_in_shim = was;
 }
 
+/*
+ * HEAPTRAIL_FOLLOW=0 records the first process image only.  It marks the
+ * environment (HEAPTRAIL__ROOT=pid) so that everything it starts, forked,
+ * spawned or exec'd, finds the mark and stays untraced.  0 for those.
+ */
+static int only_the_first_image(void)
+{
+	char buf[24];
+	struct ht_str s;
+
+	if (getenv("HEAPTRAIL__ROOT"))
+		return 0;
+	str_init(&s, buf, sizeof(buf));
+	str_add_u64(&s, (uint64_t)getpid());
+	setenv("HEAPTRAIL__ROOT", buf, 1);
+	return 1;
+}
+
 void ht_init(void)
 {
 	int expected = HT_OFF;
@@ -157,6 +122,8 @@ void ht_init(void)
 	if (real_resolve() != 0)
 		goto off;
 	config_load();
+	if (!ht_cfg.follow && !only_the_first_image())
+		goto off;
 	clock_init();
 	locate_self();
 	if (threads_init() || stacks_init() || modules_init()) {
@@ -171,7 +138,7 @@ void ht_init(void)
 		goto off;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(at_exit);
-	install_signal_handlers();
+	signals_install();
 	atomic_store(&ht_phase, HT_ON);
 	ht_in_shim = was;
 	errno = saved;

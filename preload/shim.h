@@ -212,6 +212,7 @@ void writer_reset_after_fork(void);
 int writer_restart_in_child(unsigned generation);
 /* Ask for a full round (everything so far on disk) and wait for it. */
 void writer_sync(void);
+void writer_sync_exec(void);	/* writer_sync() plus an END "exec" record */
 int writer_running(void);
 /*
  * Queue a top-level record (mark, module load) built by another thread; the
@@ -276,6 +277,9 @@ static inline int ht_keep_free(void *p)
 		return 0;
 	return sample_forget(p);
 }
+
+/* ---- signals.c ---- */
+void signals_install(void);
 
 /* ---- lifecycle.c ---- */
 void ht_init(void);		/* idempotent; called on first intercepted call */

@@ -43,6 +43,7 @@ static int stop_status;
 static _Atomic int finished;	/* final round written */
 static _Atomic uint64_t round_requested, round_done;
 static _Atomic uint32_t progress_word;	/* bumped after each round, futex */
+static _Atomic int round_end_how;	/* != 0: the next round ends with an END record */
 static int disk_failed;
 static int after_exec;		/* an earlier image of this pid wrote a dump */
 static uint64_t events_written;
@@ -253,12 +254,14 @@ static void do_round(int final)
 		p = htr_put_u64(p, w);
 		raw_len = (size_t)(p - raw);
 	}
-	if (final) {
+	if (final || atomic_load(&round_end_how)) {
+		int how = final ? atomic_load(&stop_how) : atomic_exchange(&round_end_how, 0);
+
 		p = room(64);
 		*p++ = HTR_REC_END;
 		p = htr_put_u64(p, ht_now());
-		p = htr_put_u64(p, (uint64_t)atomic_load(&stop_how));
-		p = htr_put_u64(p, (uint64_t)stop_status);
+		p = htr_put_u64(p, (uint64_t)how);
+		p = htr_put_u64(p, final ? (uint64_t)stop_status : 0);
 		p = htr_put_u64(p, events_written);
 		p = htr_put_u64(p, lost_total());
 		raw_len = (size_t)(p - raw);
@@ -640,6 +643,18 @@ void writer_finish(int how, int status)
 	if (!atomic_compare_exchange_strong(&stop_how, &expected, how))
 		return;
 	wait_for(is_finished, 5000000000ull);
+}
+
+/*
+ * Before exec: everything so far on disk, closed by an END "exec" record.
+ * If the exec fails the process goes on and a later END replaces it.
+ */
+void writer_sync_exec(void)
+{
+	if (!atomic_load(&running) || pthread_equal(pthread_self(), thread))
+		return;
+	atomic_store(&round_end_how, HTR_END_EXEC);
+	writer_sync();
 }
 
 void writer_sync(void)
