@@ -431,6 +431,8 @@ HT_EXPORT int close(int fd)
 	uint64_t id = 0;
 	int ret;
 
+	if (ht_guards_fd(fd))
+		return 0;	/* our dump: it stays open, the program sees success */
 	/* before the real close: after it the kernel may hand fd out again */
 	if (MODE_SOCKETS())
 		id = fd_forget(fd);
@@ -456,7 +458,11 @@ HT_EXPORT int shutdown(int fd, int how)
 /* dup2/dup3 over a client's socket close it. */
 HT_EXPORT int dup2(int oldfd, int newfd)
 {
-	int ret = REAL(dup2)(oldfd, newfd);
+	int ret;
+
+	if (ht_guards_fd(newfd) && oldfd != newfd)
+		writer_move_fd();
+	ret = REAL(dup2)(oldfd, newfd);
 	uint64_t id;
 
 	if (MODE_SOCKETS() && ret >= 0 && oldfd != newfd) {
@@ -472,7 +478,11 @@ HT_EXPORT int dup2(int oldfd, int newfd)
 
 HT_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	int ret = REAL(dup3)(oldfd, newfd, flags);
+	int ret;
+
+	if (ht_guards_fd(newfd) && oldfd != newfd)
+		writer_move_fd();
+	ret = REAL(dup3)(oldfd, newfd, flags);
 	uint64_t id;
 
 	if (MODE_SOCKETS() && ret >= 0) {
@@ -488,6 +498,18 @@ HT_EXPORT int dup3(int oldfd, int newfd, int flags)
 
 HT_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
+	int ours = writer_fd();
+
+	/* Close around our dump's descriptor. */
+	if (ours >= 0 && !ht_in_shim && (unsigned)ours >= first && (unsigned)ours <= last) {
+		int r1 = 0, r2 = 0;
+
+		if ((unsigned)ours > first)
+			r1 = close_range(first, (unsigned)ours - 1, flags);
+		if ((unsigned)ours < last)
+			r2 = close_range((unsigned)ours + 1, last, flags);
+		return r1 < 0 ? r1 : r2;
+	}
 	if (MODE_SOCKETS() && !(flags & CLOSE_RANGE_CLOEXEC)) {
 		int saved = errno;
 
@@ -503,6 +525,13 @@ HT_EXPORT int close_range(unsigned first, unsigned last, int flags)
 
 HT_EXPORT void closefrom(int lowfd)
 {
+	int ours = writer_fd();
+
+	if (ours >= 0 && !ht_in_shim && ours >= lowfd) {
+		if (ours > lowfd)
+			close_range((unsigned)lowfd, (unsigned)ours - 1, 0);
+		lowfd = ours + 1;
+	}
 	if (MODE_SOCKETS() && lowfd >= 0) {
 		int saved = errno;
 

@@ -221,6 +221,14 @@ int writer_running(void);
  */
 int writer_top_record(const uint8_t *rec, size_t len);
 const char *writer_path(void);
+int writer_fd(void);		/* the dump's descriptor, -1 when none */
+void writer_move_fd(void);	/* before the program dup2()s onto it */
+
+/* The program must not close or replace our dump's descriptor. */
+static inline int ht_guards_fd(int f)
+{
+	return HT_UNLIKELY(f >= 0 && f == writer_fd()) && !ht_in_shim;
+}
 
 /* ---- modules.c: loaded objects, build-ids ---- */
 int modules_init(void);

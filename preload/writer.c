@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,7 +34,7 @@ static size_t raw_len;
 static uint8_t *zout;
 static size_t zout_cap;
 static ZSTD_CCtx *cctx;
-static int fd = -1;
+static int fd = -1;		/* the dump; kept away from the program's own fds */
 static char path[PATH_MAX];
 static pthread_t thread;
 static _Atomic int running;	/* the writer thread exists */
@@ -503,6 +504,47 @@ static int setup_memory(void)
 	return 0;
 }
 
+/*
+ * Programs close or reuse low descriptors freely (daemons close all of them,
+ * shells dup2 onto small numbers).  Ours moves up, out of their way; the
+ * close wrappers (clients.c) also refuse to close it for them.
+ */
+static int move_high(int f)
+{
+	struct rlimit rl;
+	int want = 1000, nf;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)want + 64 > rl.rlim_cur)
+		want = rl.rlim_cur > 128 ? (int)rl.rlim_cur - 64 : 10;
+	nf = fcntl(f, F_DUPFD_CLOEXEC, want);
+	if (nf < 0)
+		return f;
+	close(f);
+	return nf;
+}
+
+int writer_fd(void)
+{
+	return fd;
+}
+
+/*
+ * The program is about to dup2() onto our descriptor: move ours first.  The
+ * writer may be inside a write() on the old number; the kernel finishes that
+ * on the old file, and the next one uses the new number.
+ */
+void writer_move_fd(void)
+{
+	int nf, old = fd;
+
+	if (old < 0)
+		return;
+	nf = fcntl(old, F_DUPFD_CLOEXEC, old + 1);
+	if (nf >= 0)
+		fd = nf;	/* the program's dup2 closes the old number */
+}
+
 static int open_and_begin(int forked, unsigned flags, unsigned generation)
 {
 	struct htr_file_header h;
@@ -515,6 +557,8 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		return ret;
 	}
 	fd = open_dump(forked);
+	if (fd >= 0)
+		fd = move_high(fd);
 	if (fd < 0) {
 		char msg[PATH_MAX + 128];
 		struct ht_str s;
