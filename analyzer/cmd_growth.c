@@ -22,38 +22,9 @@
 #define MAX_TEMPORARY_ALLOCS 10000000
 #define STACK_FRAMES 3
 
-/*
- * The classes.  Each site's live bytes are sampled at DEFAULT_BUCKETS
- * moments from its first allocation (or the window's start) to the end,
- * and fitted with a least-squares line: slope in bytes per second, and R^2
- * for how well a straight rise explains the curve.
- *
- *   growing    rises steadily to the end: seen over at least a tenth of the
- *              window (a site born just before the end cannot show a
- *              trend), positive slope, R^2 >= MIN_R2,
- *              the fitted rise is at least half of its highest sample (a
- *              big plateau with a small wobble is not growth), and the last
- *              third of its window still rises at >= LATE_RATIO of the slope
- *              (a cache that filled up and stopped is not growth);
- *   transient  its blocks do not stay: in the last third it holds less than
- *              TRANSIENT_LEVEL of its highest sample, or most of its
- *              allocations are temporaries (freed within --temporary-ms);
- *   bounded    the rest: it rose, then stayed (caches, pools, tables filled
- *              at start-up).
- *
- * A churning site never shows a steady rise (its samples hover around a
- * few blocks, R^2 near 0), so it cannot be growing however many millions
- * of temporaries it makes.
- */
-#define MIN_SAMPLES 4
-#define MIN_SPAN 10		/* a site seen for under 1/10 of the window cannot be judged */
-#define MIN_R2 0.6
-#define MIN_RISE 0.5
-#define LATE_RATIO 0.5
-#define TRANSIENT_LEVEL 0.1
-#define TRANSIENT_SHARE 0.5
-
-enum gclass { G_GROWING, G_BOUNDED, G_TRANSIENT, NCLASSES };
+/* The classes and their rules: ts_classify() in timeseries.h. */
+enum gclass { G_GROWING = TS_GROWING, G_BOUNDED = TS_BOUNDED, G_TRANSIENT = TS_TRANSIENT,
+	      NCLASSES = TS_NCLASSES };
 
 static const char *const class_name[NCLASSES] = { "growing", "bounded", "transient" };
 
@@ -90,34 +61,16 @@ struct growth {
 
 static void classify(struct growth *gr, struct grow *g)
 {
-	const struct ts_site *s = g->s;
-	double span = (double)(gr->ts.cfg.to - s->start) / 1e9;
-	double max = (double)s->max_sample_bytes;
-	uint64_t min_samples = gr->ts.npts / MIN_SPAN;
-	struct ts_fit by_time, by_allocs, late;
-	double rise;
+	struct ts_growth t;
 
-	if (min_samples < MIN_SAMPLES)
-		min_samples = MIN_SAMPLES;
-	ts_site_fits(&gr->ts, s, &by_time, &by_allocs, &late);
-	g->bps = ts_fit_slope(&by_time);
-	g->per1k = ts_fit_slope(&by_allocs) * 1000.0;
-	g->r2 = ts_fit_r2(&by_time);
-	g->late_bps = ts_fit_slope(&late);
-	g->late_mean = late.n > 0 ? s->late_sum / late.n : (double)s->last_bytes;
-	rise = g->bps * span;
-	g->score = g->bps > 0 ? g->bps * g->r2 : 0;
-
-	if (s->samples >= min_samples && max > 0 && g->bps > 0 &&
-	    g->r2 >= MIN_R2 && rise >= MIN_RISE * max &&
-	    (late.n < 3 || g->late_bps >= LATE_RATIO * g->bps))
-		g->cls = G_GROWING;
-	else if (max <= 0 || g->late_mean <= TRANSIENT_LEVEL * max ||
-		 (s->window_allocs &&
-		  (double)s->temp_time >= TRANSIENT_SHARE * (double)s->window_allocs))
-		g->cls = G_TRANSIENT;
-	else
-		g->cls = G_BOUNDED;
+	ts_classify(&gr->ts, g->s, &t);
+	g->cls = (enum gclass)t.cls;
+	g->bps = t.bps;
+	g->per1k = t.per1k;
+	g->r2 = t.r2;
+	g->late_bps = t.late_bps;
+	g->late_mean = t.late_mean;
+	g->score = t.score;
 }
 
 static int cmp_double_desc(double a, double b)

@@ -1,5 +1,6 @@
 /* timeseries.c - live bytes over time: heap, RSS, allocator and sites at fixed moments */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -638,4 +639,53 @@ const struct site_stats *ts_site_stats(struct timeseries *ts,
 				       const struct ts_site *s)
 {
 	return replay_site(ts->r, s->stack);
+}
+
+/* ---- growth classes --------------------------------------------------- */
+
+#define MIN_SAMPLES 4
+#define MIN_SPAN 10		/* a site seen for under 1/10 of the window cannot be judged */
+#define MIN_R2 0.6
+#define MIN_RISE 0.5
+#define LATE_RATIO 0.5
+#define TRANSIENT_LEVEL 0.1
+#define TRANSIENT_SHARE 0.5
+
+void ts_classify(const struct timeseries *ts, const struct ts_site *s,
+		 struct ts_growth *g)
+{
+	double span = (double)(ts->cfg.to - s->start) / 1e9;
+	double max = (double)s->max_sample_bytes;
+	uint64_t min_samples = ts->npts / MIN_SPAN;
+	struct ts_fit by_time, by_allocs, late;
+	double rise;
+
+	if (min_samples < MIN_SAMPLES)
+		min_samples = MIN_SAMPLES;
+	ts_site_fits(ts, s, &by_time, &by_allocs, &late);
+	g->bps = ts_fit_slope(&by_time);
+	g->per1k = ts_fit_slope(&by_allocs) * 1000.0;
+	g->r2 = ts_fit_r2(&by_time);
+	g->late_bps = ts_fit_slope(&late);
+	g->late_mean = late.n > 0 ? s->late_sum / late.n : (double)s->last_bytes;
+	rise = g->bps * span;
+	g->score = g->bps > 0 ? g->bps * g->r2 : 0;
+
+	if (s->samples >= min_samples && max > 0 && g->bps > 0 &&
+	    g->r2 >= MIN_R2 && rise >= MIN_RISE * max &&
+	    (late.n < 3 || g->late_bps >= LATE_RATIO * g->bps))
+		g->cls = TS_GROWING;
+	else if (max <= 0 || g->late_mean <= TRANSIENT_LEVEL * max ||
+		 (s->window_allocs &&
+		  (double)s->temp_time >= TRANSIENT_SHARE * (double)s->window_allocs))
+		g->cls = TS_TRANSIENT;
+	else
+		g->cls = TS_BOUNDED;
+}
+
+const char *ts_class_name(enum ts_class c)
+{
+	static const char *const names[TS_NCLASSES] = { "growing", "bounded", "transient" };
+
+	return (unsigned)c < TS_NCLASSES ? names[c] : "unknown";
 }

@@ -174,4 +174,44 @@ void ts_site_fits(const struct timeseries *ts, const struct ts_site *s,
 const struct site_stats *ts_site_stats(struct timeseries *ts,
 				       const struct ts_site *s);
 
+/*
+ * Growth classes (heaptrail growth).  Each site's live bytes are sampled at
+ * the window's moments from its first allocation (or the window's start) to
+ * the end, and fitted with a least-squares line: slope in bytes per second,
+ * and R^2 for how well a straight rise explains the curve.
+ *
+ *   growing    rises steadily to the end: seen over at least a tenth of the
+ *              window (a site born just before the end cannot show a
+ *              trend), positive slope, R^2 >= 0.6, the fitted rise is at
+ *              least half of its highest sample (a big plateau with a small
+ *              wobble is not growth), and the last third of its window
+ *              still rises at >= half the slope (a cache that filled up and
+ *              stopped is not growth);
+ *   transient  its blocks do not stay: in the last third it holds less than
+ *              a tenth of its highest sample, or most of its allocations
+ *              are temporaries (freed within cfg.temporary_ns);
+ *   bounded    the rest: it rose, then stayed (caches, pools, tables filled
+ *              at start-up).
+ *
+ * A churning site never shows a steady rise (its samples hover around a
+ * few blocks, R^2 near 0), so it cannot be growing however many millions
+ * of temporaries it makes.
+ */
+enum ts_class { TS_GROWING, TS_BOUNDED, TS_TRANSIENT, TS_NCLASSES };
+
+struct ts_growth {
+	enum ts_class cls;
+	double bps;		/* bytes per second */
+	double per1k;		/* bytes per 1000 allocations of the program */
+	double r2;
+	double late_bps;
+	double late_mean;	/* mean live bytes in the last third */
+	double score;		/* ranks growing sites: bps * r2 */
+};
+
+void ts_classify(const struct timeseries *ts, const struct ts_site *s,
+		 struct ts_growth *g);
+/* "growing", "bounded", "transient" */
+const char *ts_class_name(enum ts_class c);
+
 #endif
