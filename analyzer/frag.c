@@ -745,6 +745,18 @@ const struct frag_result *frag_result(const struct frag *f)
 	return &f->res;
 }
 
+size_t frag_heaps(const struct frag *f, const uint64_t **lo, const uint64_t **hi)
+{
+	*lo = f->heaps.lo;
+	*hi = f->heaps.hi;
+	return f->heaps.n;
+}
+
+int frag_block_mmapped(const struct frag *f, const struct replay_block *b)
+{
+	return is_mmapped(f, b->ptr, usable_of(b->size, b->usable), b->api);
+}
+
 /* ---- life ------------------------------------------------------------- */
 
 struct frag *frag_new(struct replay *r)

@@ -173,5 +173,13 @@ int frag_finish(struct frag *f);
 const struct frag_result *frag_result(const struct frag *f);
 /* A site's allocations by size class (FRAG_NCLASS counters), NULL when it had none. */
 const uint64_t *frag_site_classes(const struct frag *f, uint32_t stack);
+/*
+ * The heaps so far: sorted, disjoint ranges [lo[i], hi[i]) of addresses that
+ * held malloc blocks; returns their number.  Valid until the replay's next
+ * step.  With frag_block_mmapped() a caller can draw the heaps' pages.
+ */
+size_t frag_heaps(const struct frag *f, const uint64_t **lo, const uint64_t **hi);
+/* Whether glibc served a live malloc block with a mapping of its own (rule above). */
+int frag_block_mmapped(const struct frag *f, const struct replay_block *b);
 
 #endif
