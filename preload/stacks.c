@@ -41,6 +41,20 @@ static uintptr_t self_lo, self_hi;
 
 static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 
+/*
+ * A small per-thread cache in front of the table: a program allocates from
+ * the same few stacks again and again, and the table (megabytes) is a cache
+ * miss away.  Entries are checked against the interned copy, so a hit is
+ * exact; the epoch invalidates them after an unload or a fork.
+ */
+#define CACHE_SLOTS 64
+struct cache_entry {
+	uint64_t hash;
+	uint32_t id;
+	uint32_t epoch;
+};
+static __thread struct cache_entry cache[CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
+
 int stacks_init(void)
 {
 	int ret;
@@ -70,6 +84,7 @@ void stacks_reset(void)
 	ips = (uintptr_t *)ip_region.base;
 	atomic_store(&next_id, 1);
 	atomic_store(&used_slots, 0);
+	atomic_fetch_add(&epoch, 1);	/* ids restart: per-thread caches are stale */
 }
 
 void stacks_set_self_range(uintptr_t lo, uintptr_t hi)
@@ -188,9 +203,13 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 	uint32_t idx = (uint32_t)h & (TABLE_SLOTS - 1);
 	uint32_t new_id = 0;
 
+	struct cache_entry *ce = &cache[(h >> 20) & (CACHE_SLOTS - 1)];
+
 	*is_new = 0;
 	if (!c->depth || !table)
 		return HTR_STACK_NONE;
+	if (ce->hash == h && ce->epoch == ep && ce->id && same_stack(ce->id, c, ep))
+		return ce->id;
 	for (;;) {
 		uint64_t slot = atomic_load_explicit(&table[idx], memory_order_acquire);
 
@@ -219,12 +238,19 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 								    memory_order_acquire)) {
 				atomic_fetch_add_explicit(&used_slots, 1, memory_order_relaxed);
 				*is_new = 1;
+				ce->hash = h;
+				ce->id = new_id;
+				ce->epoch = ep;
 				return new_id;
 			}
 			/* Lost the race for this slot: look at what won it. */
 		}
-		if ((uint32_t)(slot >> 32) == tag && same_stack((uint32_t)slot, c, ep))
+		if ((uint32_t)(slot >> 32) == tag && same_stack((uint32_t)slot, c, ep)) {
+			ce->hash = h;
+			ce->id = (uint32_t)slot;
+			ce->epoch = ep;
 			return (uint32_t)slot;	/* new_id, if any, stays unused */
+		}
 		idx = (idx + 1) & (TABLE_SLOTS - 1);
 	}
 full:
