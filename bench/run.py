@@ -47,6 +47,13 @@ MT_OPS = 2000000
 # mtmalloc, takes about 7 s on the reference machine.
 TIMEOUT_S = 300
 
+# A round of runs during which other processes used more than this many
+# cores (CPU time not ours, over wall time) is measured again, at most
+# --runs times per measurement (the least disturbed rounds count): the
+# machine is shared.
+FOREIGN_LIMIT = 0.25
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
 # Up to this many allocations/frees beyond what a workload made itself are
 # the C library's own (stdio buffers, thread start-up).
 COUNT_SLACK = 200
@@ -155,13 +162,17 @@ class Bench:
         runs = runs or self.args.runs
         env_extra = env_extra or {}
         stats = {c["name"]: {"kind": c["kind"], "times": [], "cpu": [], "maxrss_kb": [],
+                             "foreign_cores": [],
                              "dump_bytes": [], "dump": None, "failed": False}
                  for c in configs}
         ref_out = None
         log("  %s: %s (%d warm-up + %d runs x %s)" % (
             name, " ".join(argv), warmup, runs, " ".join(c["name"] for c in configs)))
-        for rnd in range(warmup + runs):
-            last = rnd == warmup + runs - 1
+        rounds = []	# (most foreign cores in the round, runs of the round)
+        clean = rnd = 0
+        while clean < runs and len(rounds) < 2 * runs:
+            got = []	# (stats, wall, cpu, rss, dump size, foreign cores)
+            disturbed = False
             for cfg in configs:
                 st = stats[cfg["name"]]
                 if st["failed"]:
@@ -171,7 +182,9 @@ class Bench:
                 self.remove_dumps(dump)
                 out = os.path.join(self.dumps, tag + ".out")
                 err = os.path.join(self.dumps, tag + ".err")
+                busy0 = cpu_busy_seconds()
                 wall, rss, status, cpu = self.spawn(cargv, env, stdin, out, err)
+                foreign = max(0.0, cpu_busy_seconds() - busy0 - cpu) / wall
                 if status != 0:
                     self.fail(name, cfg, cargv, env, status, err)
                     st["failed"] = True
@@ -192,16 +205,37 @@ class Bench:
                     self.error(name, cfg["name"], cargv, env, "no dump file was written")
                     st["failed"] = True
                     continue
-                if rnd >= warmup:
-                    st["times"].append(wall)
-                    st["cpu"].append(cpu)
-                    st["maxrss_kb"].append(rss)
-                    if found:
-                        st["dump_bytes"].append(os.path.getsize(found))
-                if found and last and keep_dumps:
-                    st["dump"] = found
+                if found and keep_dumps:
+                    st["dump"] = found	# the latest run's; replaced by the next
                 elif dump:
                     self.remove_dumps(dump)
+                got.append((st, wall, cpu, rss, os.path.getsize(found) if found else None,
+                            foreign))
+                disturbed = disturbed or foreign > FOREIGN_LIMIT
+            rnd += 1
+            if rnd <= warmup:
+                continue
+            if not got:
+                break	# every configuration failed
+            # A round during which another process took CPU is measured
+            # again; at most 2 x runs rounds, of which the least disturbed count.
+            rounds.append((max(g[5] for g in got), got))
+            clean += not disturbed
+        rounds.sort(key=lambda r: r[0])
+        discarded = max(0, len(rounds) - runs)
+        for _, got in rounds[:runs]:
+            for st, wall, cpu, rss, size, foreign in got:
+                st["times"].append(wall)
+                st["cpu"].append(cpu)
+                st["maxrss_kb"].append(rss)
+                st["foreign_cores"].append(round(foreign, 3))
+                if size is not None:
+                    st["dump_bytes"].append(size)
+        if discarded:
+            log("    %d round(s) measured again: other processes were using the CPU" % discarded)
+        for st in stats.values():
+            st["rounds_discarded"] = discarded
+            st["runs_disturbed"] = sum(f > FOREIGN_LIMIT for f in st["foreign_cores"])
         for st in stats.values():
             summarize(st)
         return stats
@@ -594,7 +628,8 @@ class Bench:
                 ev = st.get("events")
                 cs = w.get("cpu_slowdown", {}).get(cname)
                 print("%-13s %-12s %7.3fs %6.3f-%-8.3f %6.2fx %6.2fx %6.1f MB %9s %8s %7s %7s" % (
-                    wl if first else "", cname, st["median"], st["min"], st["max"],
+                    wl if first else "", cname + ("*" if st.get("runs_disturbed") else ""),
+                    st["median"], st["min"], st["max"],
                     sd if sd is not None else 1.0, cs if cs is not None else 1.0,
                     st["maxrss_kb_median"] / 1024,
                     ("%+.1f MB" % (extra / 1024)) if extra is not None else "",
@@ -606,6 +641,8 @@ class Bench:
                 print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
                     "", w["overhead_ratio"]))
         print("x plain: median wall time over plain's; cpu x: the same for user+system CPU time.")
+        print("*: some counted runs shared the CPU with other processes (more than %.2f "
+              "cores): noisy." % FOREIGN_LIMIT)
         print("shim RSS: peak RSS above plain's.  heaptrack's peak RSS is that of its "
               "largest process\n(heaptrack_interpret).  events: allocations + frees in "
               "the dump (a realloc is both).")
@@ -639,6 +676,14 @@ class Bench:
                     print("    " + e["detail"].replace("\n", "\n    "))
         print()
         print("results: %s" % os.path.relpath(self.out, os.getcwd()))
+
+
+def cpu_busy_seconds():
+    """CPU seconds all processors spent busy since boot (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest is in user)
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK_TCK
 
 
 def fmt_kb(v):

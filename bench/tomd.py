@@ -45,7 +45,7 @@ def main():
                 continue
             extra = w.get("shim_extra_rss_kb", {}).get(cname)
             print("| %s | %s | %.3f | %.3f-%.3f | %.2f | %.2f | %.1f | %s | %s | %s | %s |" % (
-                name, cname, st["median"], st["min"], st["max"],
+                name, cname + (" *" if st.get("runs_disturbed") else ""), st["median"], st["min"], st["max"],
                 w["slowdown"][cname], w["cpu_slowdown"][cname],
                 st["maxrss_kb_median"] / 1024,
                 fmt(None if extra is None else extra / 1024, "%+.1f"),
@@ -53,6 +53,8 @@ def main():
                     else st["dump_bytes_median"] / 1e6, "%.1f"),
                 fmt(st.get("events"), "%d"),
                 fmt(st.get("bytes_per_event"), "%.2f")))
+    print()
+    print("\\* some counted runs shared the CPU with other processes (noisy).")
     print()
     ratios = [(wl, w["overhead_ratio"]) for wl, w in r["workloads"].items()
               if w.get("overhead_ratio") is not None]
