@@ -32,7 +32,7 @@ SHIM_CFLAGS = $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -ftls-model=initial-exe
 	      -fno-omit-frame-pointer -pthread
 SHIM_LIBS = -lunwind -lzstd -ldl -lpthread -lm
 ANA_CFLAGS = $(CFLAGS_COMMON) $(SANFLAGS)
-ANA_LIBS = -ldw -lelf -lzstd -lm -lstdc++
+ANA_LIBS = -ldw -lelf -lzstd -lz -lm -lstdc++
 
 all: $(BUILD)/libheaptrail.so $(BUILD)/heaptrail $(BUILD)/heaptrail-replay-child
 

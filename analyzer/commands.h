@@ -33,6 +33,8 @@ int cmd_frag(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_gate(int argc, char **argv);
+int cmd_flame(int argc, char **argv);
+int cmd_pprof(int argc, char **argv);
 
 /* cmd_help.c.  main() hands the verb table over before dispatching. */
 void help_register(const struct command *cmds, size_t n);

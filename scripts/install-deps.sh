@@ -70,9 +70,10 @@ if has_cmd "$CC"; then
 	has_header libelf.h && has_lib elf || need libelf-dev
 	has_header uthash.h || need uthash-dev
 	has_header zstd.h && has_lib zstd || need libzstd-dev
+	has_header zlib.h && has_lib z || need zlib1g-dev
 else
 	# Without a compiler nothing can be probed: ask for everything.
-	for p in libunwind-dev libdw-dev libelf-dev uthash-dev libzstd-dev; do need $p; done
+	for p in libunwind-dev libdw-dev libelf-dev uthash-dev libzstd-dev zlib1g-dev; do need $p; done
 fi
 
 # --- test dependencies ----------------------------------------------------
