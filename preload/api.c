@@ -27,6 +27,7 @@ HT_EXPORT void heaptrail__pool_create(uint64_t pool, const char *label);
 HT_EXPORT void heaptrail__pool_destroy(uint64_t pool);
 HT_EXPORT void heaptrail__pool_alloc(uint64_t pool, const void *ptr, size_t size);
 HT_EXPORT void heaptrail__pool_free(uint64_t pool, const void *ptr);
+HT_EXPORT void heaptrail__reach_snapshot(void);
 
 int heaptrail__active(void)
 {
@@ -111,5 +112,12 @@ void heaptrail__pool_free(uint64_t pool, const void *ptr)
 {
 	API_BEGIN;
 	ev_control(HTR_SUB_POOL_FREE, pool, (uintptr_t)ptr, NULL);
+	API_END;
+}
+
+void heaptrail__reach_snapshot(void)
+{
+	API_BEGIN;
+	reach_snapshot();
 	API_END;
 }

@@ -44,9 +44,12 @@ void ev_alloc(unsigned api, void *ptr, size_t size, const struct ht_capture *c)
 	int is_new = 0;
 	uint32_t id = c ? stacks_intern(c, &is_new) : HTR_STACK_NONE;
 	size_t extra = usable_extra(ptr, size);
-	struct ht_thread *t = thread_begin(HT_EVENT_MAX + stack_room(is_new, c));
+	struct ht_thread *t;
 	uint8_t *p;
 
+	if (HT_UNLIKELY(ht_reach_on))
+		reach_note_alloc(ptr, size);
+	t = thread_begin(HT_EVENT_MAX + stack_room(is_new, c));
 	if (!t) {
 		lost();
 		return;
@@ -68,9 +71,12 @@ void ev_alloc(unsigned api, void *ptr, size_t size, const struct ht_capture *c)
 
 void ev_free(unsigned api, void *ptr)
 {
-	struct ht_thread *t = thread_begin(HT_EVENT_MAX);
+	struct ht_thread *t;
 	uint8_t *p;
 
+	if (HT_UNLIKELY(ht_reach_on))
+		reach_note_free(ptr);	/* before the block is handed back */
+	t = thread_begin(HT_EVENT_MAX);
 	if (!t) {
 		lost();
 		return;

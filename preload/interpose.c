@@ -147,18 +147,25 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 		ht_in_shim = 0;
 		return p;
 	}
+	if (HT_UNLIKELY(ht_reach_on))
+		reach_realloc_begin(old);
 	{
 		CAPTURE(c);
 		if (ev_realloc_begin(&x, &c) < 0) {
 			p = real(old, n, size);
-			ht_in_shim = 0;
-			return p;
+			goto out;
 		}
 	}
 	p = real(old, n, size);
 	saved = errno;
 	ev_realloc_end(&x, api, old, p, api == HTR_API_REALLOCARRAY ? n * size : size);
 	errno = saved;
+out:
+	if (HT_UNLIKELY(ht_reach_on)) {
+		saved = errno;
+		reach_realloc_end(old, p, api == HTR_API_REALLOCARRAY ? n * size : size);
+		errno = saved;
+	}
 	ht_in_shim = 0;
 	return p;
 }

@@ -62,6 +62,7 @@ static void locate_self(void)
 
 static void at_exit(void)
 {
+	reach_at_exit();	/* HEAPTRAIL_REACH=exit: before the last frame */
 	if (exit_status >= 0)
 		ht_stop(HTR_END_EXIT, exit_status);
 	else
@@ -78,6 +79,7 @@ static void after_fork_child(void)
 	threads_reset_after_fork();
 	stacks_reset();
 	ptrset_reset(ptrset_get(HT_SET_SAMPLED));
+	reach_after_fork();
 	modules_reset_after_fork();
 	writer_reset_after_fork();
 	if (!ht_cfg.follow) {
@@ -134,6 +136,7 @@ void ht_init(void)
 		ht_msg("cannot map memory for HEAPTRAIL_SAMPLE's block set: recording every event");
 		ht_cfg.sample_bytes = 0;
 	}
+	reach_init();
 	if (writer_open() != 0)
 		goto off;
 	pthread_atfork(NULL, NULL, after_fork_child);

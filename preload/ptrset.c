@@ -235,3 +235,13 @@ void ptrset_each(struct ht_ptrset *s, void (*fn)(void *ctx, uintptr_t p, uint64_
 		unlock(sh);
 	}
 }
+
+void ptrset_after_fork(struct ht_ptrset *s)
+{
+	int i;
+
+	if (!s->ok)
+		return;
+	for (i = 0; i < SHARDS; i++)
+		atomic_flag_clear(&s->shards[i].lock);
+}

@@ -221,6 +221,7 @@ int writer_running(void);
  */
 int writer_top_record(const uint8_t *rec, size_t len);
 const char *writer_path(void);
+int writer_tid(void);		/* the writer thread's tid, 0 when none */
 int writer_fd(void);		/* the dump's descriptor, -1 when none */
 void writer_move_fd(void);	/* before the program dup2()s onto it */
 
@@ -255,6 +256,21 @@ int ptrset_maybe(struct ht_ptrset *s, uintptr_t p);
 uint64_t ptrset_count(struct ht_ptrset *s);
 void ptrset_each(struct ht_ptrset *s, void (*fn)(void *ctx, uintptr_t p, uint64_t size),
 		 void *ctx);
+/* A forked child: only this thread survives, so no shard lock is really held. */
+void ptrset_after_fork(struct ht_ptrset *s);
+
+/* ---- reach.c: HEAPTRAIL_REACH, the reachability scan (reach.h) ---- */
+extern int ht_reach_on;		/* the live-block set is kept */
+void reach_init(void);		/* after config_load() */
+void reach_after_fork(void);
+void reach_at_exit(void);	/* the exit scan, from our atexit handler */
+void reach_snapshot(void);	/* heaptrail_reach_snapshot() */
+void reach_request_snapshot(void);	/* async-signal-safe: at the next heap event */
+/* Event path, under the guard; the free side runs before the block is handed back. */
+void reach_note_alloc(void *p, size_t size);
+void reach_note_free(void *p);
+void reach_realloc_begin(void *old);
+void reach_realloc_end(void *old, void *p, size_t size);
 
 /* ---- bytesample.c: HEAPTRAIL_SAMPLE ---- */
 extern __thread int64_t ht_sample_left;

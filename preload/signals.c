@@ -64,6 +64,7 @@ static void on_mark_signal(int sig)
 	if (!ht_in_shim && atomic_load(&ht_phase) == HT_ON) {
 		ht_in_shim = 1;
 		ev_mark("signal");
+		reach_request_snapshot();
 		ht_in_shim = 0;
 	}
 	errno = saved;

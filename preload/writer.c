@@ -38,6 +38,7 @@ static int fd = -1;		/* the dump; kept away from the program's own fds */
 static char path[PATH_MAX];
 static pthread_t thread;
 static _Atomic int running;	/* the writer thread exists */
+static _Atomic int tid;		/* its tid (HEAPTRAIL_REACH leaves it running) */
 static _Atomic uint32_t wake_word;
 static _Atomic int stop_how;	/* != 0: final round requested */
 static int stop_status;
@@ -296,6 +297,7 @@ static void *writer_main(void *arg)
 
 	(void)arg;
 	ht_in_shim = 1;		/* anything this thread allocates is not traced */
+	atomic_store(&tid, (int)syscall(SYS_gettid));
 	for (;;) {
 		uint32_t seen = atomic_load(&wake_word);
 		uint64_t now = ht_mono_ns();
@@ -717,6 +719,11 @@ int writer_running(void)
 const char *writer_path(void)
 {
 	return path;
+}
+
+int writer_tid(void)
+{
+	return atomic_load(&running) ? atomic_load(&tid) : 0;
 }
 
 int writer_top_record(const uint8_t *rec, size_t len)
