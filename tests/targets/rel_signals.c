@@ -33,13 +33,15 @@
  *   exit-locked  the same, but the thread is certainly inside the allocator
  *              with the arena lock held (malloc_trim) when the handler runs
  *
- * Output is deterministic ("storm: done N", "handler: allocations N kept K",
+ * Output is deterministic ("storm: done N", "storm_alloc N" (allocations made
+ * at storm_alloc), "handler: allocations N kept K",
  * "terminated"); exit status 0, or 5 in mode exit.  The counts of signals
  * are not printed (they depend on timing), only that both timers fired.
  */
 
 #define noinline __attribute__((noinline))
 #define WORKERS 4
+#define STORM_ROUNDS 150000
 
 static volatile sig_atomic_t got_alarm, got_prof;
 static _Atomic long alarms, profs;
@@ -93,7 +95,7 @@ static long storm_loop(uint64_t seed, long iterations)
 
 static void *storm_worker(void *arg)
 {
-	return (void *)(intptr_t)storm_loop((uintptr_t)arg * 0x9e3779b97f4a7c15ull, 150000);
+	return (void *)(intptr_t)storm_loop((uintptr_t)arg * 0x9e3779b97f4a7c15ull, STORM_ROUNDS);
 }
 
 static int storm(void)
@@ -114,7 +116,7 @@ static int storm(void)
 	setitimer(ITIMER_PROF, &it, NULL);
 	for (int i = 0; i < WORKERS; i++)
 		pthread_create(&th[i], NULL, storm_worker, (void *)(intptr_t)(i + 1));
-	total += storm_loop(99, 150000);
+	total += storm_loop(99, STORM_ROUNDS);
 	for (int i = 0; i < WORKERS; i++) {
 		void *r;
 
@@ -124,6 +126,7 @@ static int storm(void)
 	setitimer(ITIMER_REAL, &off, NULL);
 	setitimer(ITIMER_PROF, &off, NULL);
 	printf("storm: done %ld\n", total);
+	printf("storm_alloc %d\n", (WORKERS + 1) * STORM_ROUNDS);
 	printf("storm: %s\n", atomic_load(&alarms) && atomic_load(&profs) ?
 	       "both timers delivered" : "a timer never fired");
 	return 0;
