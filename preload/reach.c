@@ -191,6 +191,7 @@ static int stopped_scan(struct dl_phdr_info *info, size_t size, void *arg)
 	region_reset(&scan_region);
 	memset(s, 0, sizeof(*s));
 	s->mem = &scan_region;
+	s->glibc_chunks = world_glibc_malloc();
 	c->deaf = world_stop(s);
 	c->time = ht_now();
 	if (world_read_maps(s) == 0 && collect(s) == 0 && mark_prepare(s) == 0) {

@@ -67,6 +67,7 @@ struct reach_scan {
 	size_t nstack, capstack;
 
 	int safe_reads;		/* a thread runs on: copy memory with process_vm_readv */
+	int glibc_chunks;	/* the real allocator is glibc's (reach_mark.c) */
 	uint8_t *copy;		/* the copy buffer for safe reads */
 	uint64_t root_bytes;	/* figures for the message of HEAPTRAIL_REACH_DEBUG */
 	uint64_t heap_bytes;
@@ -94,6 +95,8 @@ unsigned mark_class(const struct reach_scan *s, size_t i);
 /* ---- reach_world.c ---- */
 /* Once, at start: the real sigaction, the runtime's TLS sizes. */
 void world_init(void);
+/* The real malloc is glibc's (its chunk headers sit between blocks). */
+int world_glibc_malloc(void);
 /*
  * Stop every other thread of the process but the writer; 0 when every one
  * answered (else the ones that did not are scanned from outside, and

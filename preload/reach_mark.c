@@ -23,6 +23,13 @@
  * LeakSanitizer has no "possibly": it counts an interior pointer as a
  * pointer, i.e. our "possibly" is its "reachable" (docs/reachability.md).
  *
+ * Unlike those two, we scan the heap of the real allocator.  glibc's
+ * malloc keeps pointers to chunk headers (the top chunk, its bins), and the
+ * header of the chunk after a block whose size is 1 to 8 modulo 16 lies in
+ * that block's last bytes: such a pointer would make the block possibly
+ * lost.  With glibc's malloc, a pointer to exactly that offset is not
+ * counted (s->glibc_chunks).
+ *
  * Memory is read only inside readable mappings of /proc/self/maps taken
  * with the world stopped; while a thread that could not be stopped runs on,
  * every read is a process_vm_readv copy, which fails instead of faulting.
@@ -141,6 +148,14 @@ const struct reach_map *mark_map_at(const struct reach_scan *s, uintptr_t a)
 
 enum { M_DEFINITE, M_POSSIBLE, M_CLIQUE };
 
+/* Offset in a block of 'size' bytes of the next chunk's header (glibc). */
+static inline uint64_t next_chunk_header(uint64_t size)
+{
+	uint64_t chunk = (size + 8 + 15) & ~(uint64_t)15;
+
+	return (chunk < 32 ? 32 : chunk) - 16;
+}
+
 static void push(struct reach_scan *s, size_t i)
 {
 	if (s->nstack < s->capstack)
@@ -157,6 +172,9 @@ static inline void visit(struct reach_scan *s, uintptr_t w, int mode, size_t lea
 	i = mark_find(s, w);
 	if (i < 0)
 		return;
+	if (s->glibc_chunks && w - s->b[i].ptr == next_chunk_header(s->b[i].size) &&
+	    w != s->b[i].ptr)
+		return;	/* the allocator's pointer to the next chunk */
 	st = s->state[i];
 	if (mode == M_CLIQUE) {
 		if (st == RS_UNREACHED && (size_t)i != leader) {

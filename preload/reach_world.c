@@ -81,6 +81,7 @@ static sigaction_fn real_sigaction;
 static size_t tls_static_size = 64u << 10;	/* _dl_get_tls_static_info */
 static size_t tcb_size = 4096;		/* sizeof(struct pthread) */
 static uintptr_t self_base;		/* the shim's load address */
+static int glibc_malloc;
 
 static struct slot *slots;
 static _Atomic unsigned nslots;
@@ -144,6 +145,13 @@ void world_init(void)
 		tcb_size = *pthread_size;
 	if (dladdr((void *)world_init, &dli))
 		self_base = (uintptr_t)dli.dli_fbase;
+	glibc_malloc = ht_real.malloc && dladdr((void *)ht_real.malloc, &dli) && dli.dli_fname &&
+		       strstr(dli.dli_fname, "/libc.so");
+}
+
+int world_glibc_malloc(void)
+{
+	return glibc_malloc;
 }
 
 /* ---- the stopped thread's side ---- */
@@ -439,9 +447,15 @@ static void wait_answers(void)
 int world_stop(struct reach_scan *s)
 {
 	int self = gettid_(), writer = writer_tid();
+	uint64_t until = ht_mono_ns() + STOP_WAIT_NS;
 	unsigned gen, i, n, passes;
 	int deaf = 0;
 
+	/* a short program may end before the writer thread ever ran: wait for its tid */
+	while (!writer && writer_running() && ht_mono_ns() < until) {
+		sched_yield();
+		writer = writer_tid();
+	}
 	pid = getpid();
 	slots = region_alloc(s->mem, (size_t)MAX_SLOTS * sizeof(*slots));
 	atomic_store(&nslots, 0);

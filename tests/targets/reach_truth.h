@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #define R_NOINLINE __attribute__((noinline))
+#define R_UNUSED __attribute__((unused))
 #define R_MAX_SITES 64
 
 struct r_site {
@@ -37,7 +38,7 @@ static struct r_site r_sites[R_MAX_SITES];
 static int r_nsites;
 
 /* Count a block of 'size' bytes expected in class 'cls', made at function:line. */
-static void r_expect(const char *function, int line, const char *cls, size_t size)
+R_UNUSED static void r_expect(const char *function, int line, const char *cls, size_t size)
 {
 	int i;
 
@@ -62,7 +63,7 @@ static void r_expect(const char *function, int line, const char *cls, size_t siz
 /* Expands on one line: __LINE__ is the line of the calloc. */
 #define R_ALLOC(n, cls) (r_expect(__func__, __LINE__, (cls), (n)), calloc(1, (n)))
 
-static R_NOINLINE void reach_scrub(void)
+R_UNUSED static R_NOINLINE void reach_scrub(void)
 {
 	volatile char pad[64 << 10];
 
@@ -70,7 +71,8 @@ static R_NOINLINE void reach_scrub(void)
 	__asm__ volatile("" ::"r"(pad) : "memory");
 }
 
-static void reach_write(const char *image)
+/* The JSON line, with 'extra' (",\"key\":value..." or "") before its end. */
+R_UNUSED static void reach_write_extra(const char *image, const char *extra)
 {
 	static char buf[1 << 14];
 	const char *path = getenv("TRUTH_OUT");
@@ -86,13 +88,18 @@ static void reach_write(const char *image)
 					"\"bytes\":%lu,\"blocks\":%lu}", i ? "," : "",
 					r_sites[i].function, r_sites[i].line, r_sites[i].cls,
 					r_sites[i].bytes, r_sites[i].blocks);
-	len += (size_t)snprintf(buf + len, sizeof(buf) - len, "]}\n");
+	len += (size_t)snprintf(buf + len, sizeof(buf) - len, "]%s}\n", extra);
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		if (write(fd, buf, len) < 0)
 			abort();
 		close(fd);
 	}
+}
+
+R_UNUSED static void reach_write(const char *image)
+{
+	reach_write_extra(image, "");
 }
 
 #endif
