@@ -264,6 +264,27 @@ static const struct help_entry {
 	  "Exits 1 when the replay failed on an allocator (the table says why).\n"
 	  "The child is heaptrail-replay-child, next to heaptrail or in\n"
 	  "../lib/heaptrail/ ($HEAPTRAIL_REPLAY_CHILD overrides).\n" },
+	{ "html",
+	  "usage: heaptrail html DUMP [-o FILE.html] [OPTIONS]\n"
+	  "\n"
+	  "Writes one self-contained HTML page (no network access, opens from\n"
+	  "disk, light and dark) with what the other verbs print, drawn: the\n"
+	  "timeline of RSS, allocator-held memory and live heap with markers and\n"
+	  "client connections; the top sites by leaked bytes, peak, growth and\n"
+	  "allocations in sortable tables with their stacks; a flame graph of any\n"
+	  "cost that zooms on click; each client's residue; the fragmentation\n"
+	  "ladder and a map of the heap's pages.\n"
+	  "\n"
+	  "options:\n"
+	  "  -o, --output FILE  the page (default: the dump's name with .html, in\n"
+	  "                     the current directory; - for stdout)\n"
+	  "  --points N         moments of the timeline (default 400)\n"
+	  "  --grace SECONDS    residue: grace after a disconnect (default 1)\n"
+	  "  --max-sites N      sites embedded (default 20000, 0 = all); the rest\n"
+	  "                     are summed as one\n"
+	  "\n"
+	  "example:\n"
+	  "  heaptrail html server.htr -o server.html && xdg-open server.html\n" },
 	{ "flame",
 	  "usage: heaptrail flame DUMP [--cost COST] [--lines] [-o FILE]\n"
 	  "\n"

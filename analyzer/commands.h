@@ -33,6 +33,7 @@ int cmd_frag(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_gate(int argc, char **argv);
+int cmd_html(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_pprof(int argc, char **argv);
 

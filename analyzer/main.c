@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{ "clients", cmd_clients, "what each client leaves behind after it disconnects (residue)" },
 	{ "diff", cmd_diff, "per-site changes between two dumps, matched by symbol" },
 	{ "gate", cmd_gate, "CI leak gate: run a command or read dumps, fail past limits" },
+	{ "html", cmd_html, "one self-contained HTML report: timeline, top sites, flame graph, clients, pages" },
 	{ "flame", cmd_flame, "folded stacks of a cost (leaked, peak, ...) for flame graph tools" },
 	{ "pprof", cmd_pprof, "a pprof profile (gzip'd protobuf) for go tool pprof, Pyroscope, Parca" },
 	{ "help", cmd_help, "help for a verb: heaptrail help VERB" },
