@@ -49,6 +49,13 @@ static int overflow;		/* a table filled up: the truth is void */
 
 void *volatile truth_sink;
 
+/*
+ * Addresses are kept xor'ed with this (never a user-space address), so
+ * that the table does not make the blocks reachable to a conservative
+ * pointer scan (HEAPTRAIL_REACH, LeakSanitizer, memcheck).
+ */
+#define HIDE ((uintptr_t)0xa5a5a5a5a5a5a5a0ull)
+
 static unsigned hash_ptr(uintptr_t p)
 {
 	return (unsigned)(((p >> 4) * 0x9e3779b97f4a7c15ull) >> 47) & (PTR_SLOTS - 1);
@@ -74,7 +81,7 @@ static int site_index(const char *function, const char *file, int line)
 
 static void add_block(uintptr_t p, size_t size, int site)
 {
-	unsigned i = hash_ptr(p);
+	unsigned i = hash_ptr(p ^= HIDE);
 
 	while (slots[i].ptr) {
 		if (slots[i].ptr == p) {
@@ -92,7 +99,7 @@ static void add_block(uintptr_t p, size_t size, int site)
 /* Linear probing with backward-shift deletion: no tombstones pile up. */
 static int remove_block(uintptr_t p, struct slot *out)
 {
-	unsigned i = hash_ptr(p), j, k;
+	unsigned i = hash_ptr(p ^= HIDE), j, k;
 
 	while (slots[i].ptr != p) {
 		if (!slots[i].ptr)
