@@ -1,5 +1,6 @@
 /* replay.c - replays a dump's events into a live map and per-site figures */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,7 @@ struct observer {
 
 struct replay {
 	struct dump *d;
+	double sample_bytes;	/* > 0: the dump holds a Poisson sample by bytes */
 	struct livemap live;
 	struct livemap pool_live;
 	struct replay_totals t;
@@ -519,6 +521,8 @@ static int64_t pool_index(struct replay *r, uint64_t id, int create)
 
 /* ---- applying events -------------------------------------------------- */
 
+#define HT_LIKELY_REPLAY(x) __builtin_expect(!!(x), 1)
+
 static void notify(struct replay *r, const struct dump_event *ev,
 		   const struct replay_block *freed)
 {
@@ -537,26 +541,53 @@ static inline void global_peak(struct replay *r, uint64_t time)
 	}
 }
 
+/*
+ * Sampled dumps: a block of s bytes was recorded with probability
+ * p = 1 - exp(-s / mean), so it stands for 1/p blocks and s/p bytes
+ * (the unbiased estimate tcmalloc and jemalloc use).  Full dumps: 1 and s.
+ */
+static inline double sample_weight(const struct replay *r, uint64_t size)
+{
+	double p;
+
+	if (HT_LIKELY_REPLAY(r->sample_bytes <= 0))
+		return 1.0;
+	p = -expm1(-(double)(size ? size : 1) / r->sample_bytes);
+	return p > 0 ? 1.0 / p : 1.0;
+}
+
+static inline uint64_t est_count(const struct replay *r, uint64_t size)
+{
+	return r->sample_bytes <= 0 ? 1 : (uint64_t)(sample_weight(r, size) + 0.5);
+}
+
+static inline uint64_t est_bytes(const struct replay *r, uint64_t size)
+{
+	return r->sample_bytes <= 0 ? size :
+	       (uint64_t)((double)size * sample_weight(r, size) + 0.5);
+}
+
 /* Takes a block out of the accounting of its site (and the totals). */
 static inline void unaccount(struct replay *r, const struct slot *s, int heap)
 {
 	struct site *st = site_get(r, s->stack);
-	uint64_t size = slot_size(s);
+	uint64_t size = heap ? est_bytes(r, slot_size(s)) : slot_size(s);
+	uint64_t n = heap ? est_count(r, slot_size(s)) : 1;
 	unsigned reach = slot_reach(s);
 
 	/* the site exists: the block was accounted to it */
 	site_touch(r, st);
 	st->s.live_bytes -= size;
-	st->s.live_blocks--;
-	st->s.frees++;
+	st->s.live_blocks -= n;
+	st->s.frees += n;
 	if (reach != SLOT_REACH_NONE) {
 		st->s.reach_bytes[reach & 3] -= size;
-		st->s.reach_blocks[reach & 3]--;
+		st->s.reach_blocks[reach & 3] -= n;
 	}
 	if (heap) {
 		r->t.live_bytes -= size;
-		r->t.live_blocks--;
-		r->t.frees++;
+		r->t.live_blocks -= n;
+		r->t.frees += n;
 	} else {
 		r->t.pool_live_bytes -= size;
 		r->t.pool_live_blocks--;
@@ -607,17 +638,20 @@ static int apply_alloc(struct replay *r, struct dump_event *ev)
 	r->live.c[i].tid = ev->tid;
 
 	site_touch(r, st);
-	st->s.allocations++;
-	st->s.allocated_bytes += size;
-	st->s.live_bytes += size;
-	st->s.live_blocks++;
+	{
+		uint64_t n = est_count(r, size), bytes = est_bytes(r, size);
+
+		st->s.allocations += n;
+		st->s.allocated_bytes += bytes;
+		st->s.live_bytes += bytes;
+		st->s.live_blocks += n;
+		r->t.allocations += n;
+		r->t.allocated_bytes += bytes;
+		r->t.live_bytes += bytes;
+		r->t.live_blocks += n;
+	}
 	if (st->s.live_bytes > st->s.max_live_bytes)
 		st->s.max_live_bytes = st->s.live_bytes;
-
-	r->t.allocations++;
-	r->t.allocated_bytes += size;
-	r->t.live_bytes += size;
-	r->t.live_blocks++;
 	global_peak(r, ev->time);
 	th->last_alloc = ev->ptr;
 	if (r->nobs)
@@ -787,20 +821,21 @@ static void apply_reach(struct replay *r, const struct dump_event *ev)
 		struct slot *s;
 		struct site *st;
 		unsigned old, cls = ev->reach[k].cls & 3u;
-		uint64_t size;
+		uint64_t size, n;
 
 		if (i < 0)
 			continue;
 		s = &r->live.s[i];
 		st = r->byid[s->stack];
-		size = slot_size(s);
+		size = est_bytes(r, slot_size(s));
+		n = est_count(r, slot_size(s));
 		old = slot_reach(s);
 		if (old != SLOT_REACH_NONE) {
 			st->s.reach_bytes[old & 3] -= size;
-			st->s.reach_blocks[old & 3]--;
+			st->s.reach_blocks[old & 3] -= n;
 		}
 		st->s.reach_bytes[cls] += size;
-		st->s.reach_blocks[cls]++;
+		st->s.reach_blocks[cls] += n;
 		slot_set_reach(s, cls);
 	}
 }
@@ -876,6 +911,8 @@ struct replay *replay_new(struct dump *d)
 	if (!r)
 		return NULL;
 	r->d = d;
+	if (dump_process(d))
+		r->sample_bytes = (double)dump_process(d)->sample_bytes;
 	if (lm_init(&r->live, LM_MIN_BITS) < 0 ||
 	    lm_init(&r->pool_live, 4) < 0) {
 		replay_free(r);

@@ -55,9 +55,14 @@ int sample_slow(size_t size)
 
 int sample_init(void)
 {
+	int ret;
+
 	if (!ht_cfg.sample_bytes)
 		return 0;
-	return ptrset_init(ptrset_get(HT_SET_SAMPLED), (size_t)4 << 30);
+	ret = ptrset_init(ptrset_get(HT_SET_SAMPLED), (size_t)4 << 30);
+	if (!ret)
+		ht_sampled_filter = ptrset_filter(ptrset_get(HT_SET_SAMPLED));
+	return ret;
 }
 
 void sample_remember(void *p, size_t size)

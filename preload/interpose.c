@@ -33,9 +33,11 @@ HT_EXPORT void *malloc(size_t size)
 		p = untraced_alloc(size, 16);
 		return p ? p : ht_real.malloc(size);
 	}
+	if (HT_UNLIKELY(!ht_keep_alloc(size)))
+		return ht_real.malloc(size);	/* sampling passed it over */
 	ht_in_shim = 1;
 	p = ht_real.malloc(size);
-	if (HT_LIKELY(p != NULL) && ht_keep_alloc(size)) {
+	if (HT_LIKELY(p != NULL)) {
 		CAPTURE(c);
 		saved = errno;
 		ev_alloc(HTR_API_MALLOC, p, size, &c);
@@ -54,6 +56,10 @@ HT_EXPORT void free(void *ptr)
 	if (HT_UNLIKELY(!ht_tracing())) {
 		if (ht_real.free || real_resolve() == 0)
 			ht_real.free(ptr);
+		return;
+	}
+	if (HT_UNLIKELY(!ht_may_keep_free(ptr))) {
+		ht_real.free(ptr);	/* sampling never recorded it */
 		return;
 	}
 	ht_in_shim = 1;

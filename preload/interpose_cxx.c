@@ -136,6 +136,10 @@ static void op_delete(unsigned api, void *ptr)
 			ht_real.free(ptr);
 		return;
 	}
+	if (HT_UNLIKELY(!ht_may_keep_free(ptr))) {
+		ht_real.free(ptr);
+		return;
+	}
 	ht_in_shim = 1;
 	if (ht_keep_free(ptr)) {
 		saved = errno;

@@ -79,6 +79,8 @@ static void after_fork_child(void)
 	threads_reset_after_fork();
 	stacks_reset();
 	ptrset_reset(ptrset_get(HT_SET_SAMPLED));
+	if (ht_sampled_filter)
+		ht_sampled_filter = ptrset_filter(ptrset_get(HT_SET_SAMPLED));
 	reach_after_fork();
 	modules_reset_after_fork();
 	writer_reset_after_fork();

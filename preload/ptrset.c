@@ -20,7 +20,7 @@
  */
 
 #define SHARDS 256
-#define FILTER_BITS 16	/* 64 KiB: stays in cache */
+#define FILTER_BITS HT_FILTER_BITS
 
 struct entry {
 	uintptr_t key;		/* 0 empty, 1 deleted */
@@ -45,14 +45,13 @@ struct ht_ptrset {
 
 static struct ht_ptrset sets[2];
 _Atomic uint64_t *ht_sampled_count = &sets[HT_SET_SAMPLED].count;
+_Atomic uint8_t *ht_sampled_filter;	/* the sampled set's filter, for inline checks */
 
 #define DELETED ((uintptr_t)1)
 
 static uint64_t mix(uintptr_t p)
 {
-	uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
-
-	return h ^ (h >> 29);
+	return ht_ptr_hash(p);
 }
 
 struct ht_ptrset *ptrset_get(int which)
@@ -210,6 +209,11 @@ int ptrset_remove(struct ht_ptrset *s, uintptr_t p, uint64_t *size)
 	}
 	unlock(sh);
 	return found;
+}
+
+_Atomic uint8_t *ptrset_filter(struct ht_ptrset *s)
+{
+	return s->filter;
 }
 
 uint64_t ptrset_count(struct ht_ptrset *s)

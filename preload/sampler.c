@@ -33,10 +33,20 @@ static uint64_t rss_bytes(void)
 	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-size_t sampler_record(uint8_t *out, size_t room, uint64_t now)
+/*
+ * allocator = 0 reuses the allocator's figures of the previous sample: the
+ * final sample is taken when a thread may have died (or be stuck in a signal
+ * handler) holding an arena lock, and mallinfo2() would wait for it forever.
+ */
+size_t sampler_record(uint8_t *out, size_t room, uint64_t now, int allocator)
 {
-	struct mallinfo2 mi = mallinfo2();
+	static struct mallinfo2 last;
+	struct mallinfo2 mi;
 	uint8_t *p = out;
+
+	if (allocator)
+		last = mallinfo2();
+	mi = last;
 
 	if (room < 8 * HTR_VARINT_MAX + 1)
 		return 0;

@@ -240,7 +240,7 @@ int modules_changed(void);	/* cheap: the loader's add/sub counters moved */
 void modules_note_change(void);	/* dlopen/dlclose returned */
 
 /* ---- sampler.c ---- */
-size_t sampler_record(uint8_t *out, size_t room, uint64_t now);
+size_t sampler_record(uint8_t *out, size_t room, uint64_t now, int allocator);
 
 /* ---- ptrset.c: a set of live blocks, for sampling and reachability ---- */
 enum { HT_SET_SAMPLED = 0, HT_SET_LIVE = 1 };
@@ -254,6 +254,8 @@ int ptrset_remove(struct ht_ptrset *s, uintptr_t p, uint64_t *size);
 /* 0 when p is certainly not in the set; lock-free. */
 int ptrset_maybe(struct ht_ptrset *s, uintptr_t p);
 uint64_t ptrset_count(struct ht_ptrset *s);
+/* Its counting filter (1 << HT_FILTER_BITS bytes), for ht_may_keep_free(). */
+_Atomic uint8_t *ptrset_filter(struct ht_ptrset *s);
 void ptrset_each(struct ht_ptrset *s, void (*fn)(void *ctx, uintptr_t p, uint64_t size),
 		 void *ctx);
 /* A forked child: only this thread survives, so no shard lock is really held. */
@@ -291,6 +293,32 @@ static inline int ht_keep_alloc(size_t size)
 }
 
 extern _Atomic uint64_t *ht_sampled_count;
+extern _Atomic uint8_t *ht_sampled_filter;
+
+static inline uint64_t ht_ptr_hash(uintptr_t p)
+{
+	uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
+
+	return h ^ (h >> 29);
+}
+
+#define HT_FILTER_BITS 16	/* 64 KiB counting filter: stays in cache */
+
+/*
+ * Might this free be of a recorded block?  Lock-free, no guard needed: with
+ * sampling, most frees are of blocks never recorded and leave here for the
+ * real free at once.
+ */
+static inline int ht_may_keep_free(const void *p)
+{
+	if (HT_LIKELY(!ht_cfg.sample_bytes))
+		return 1;
+	if (!atomic_load_explicit(ht_sampled_count, memory_order_relaxed))
+		return 0;
+	return atomic_load_explicit(&ht_sampled_filter[(ht_ptr_hash((uintptr_t)p) >> 40) &
+						       ((1u << HT_FILTER_BITS) - 1)],
+				    memory_order_relaxed) != 0;
+}
 
 /* Record this free?  Always, unless sampling never recorded the block. */
 static inline int ht_keep_free(void *p)

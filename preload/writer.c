@@ -233,13 +233,12 @@ static void do_round(int final)
 
 	clock_calibrate((uint64_t)ht_cfg.interval_ms * 1000000u);
 	/*
-	 * A fatal signal may have stopped a thread inside the allocator, with
-	 * its locks held: then take no sample (mallinfo2 would wait forever).
+	 * The final round may run while a thread that holds an arena lock
+	 * waits for it (a fatal signal, _exit from a handler): it takes RSS
+	 * but not the allocator's figures.
 	 */
-	if (!final || atomic_load(&stop_how) != HTR_END_SIGNAL) {
-		p = room(128);
-		raw_len += sampler_record(p, 128, ht_now());
-	}
+	p = room(128);
+	raw_len += sampler_record(p, 128, ht_now(), !final);
 	if (modules_changed()) {
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, ht_now());

@@ -14,7 +14,7 @@ REPLAYU_DIR = $(BUILD)/unit
 $(REPLAYU_DIR)/test_replay: tests/unit/test_replay.c $(BUILD)/obj/analyzer/replay.o \
 		analyzer/replay.h analyzer/dump.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ANA_CFLAGS) -o $@ $< $(BUILD)/obj/analyzer/replay.o
+	$(CC) $(ANA_CFLAGS) -o $@ $< $(BUILD)/obj/analyzer/replay.o -lm
 
 unit-replay: $(REPLAYU_DIR)/test_replay
 	$(REPLAYU_DIR)/test_replay

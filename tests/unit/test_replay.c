@@ -1,5 +1,6 @@
 /* test_replay.c - unit tests of the replay against a scripted event source */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,13 @@ struct dump {
 	struct dump_event *ev;
 	size_t n, cap, i;
 	uint64_t now;		/* time of the next scripted event */
+	struct dump_process proc;	/* proc.sample_bytes: a sampled dump */
 };
+
+const struct dump_process *dump_process(const struct dump *d)
+{
+	return &d->proc;
+}
 
 int dump_next(struct dump *d, struct dump_event *ev)
 {
@@ -639,9 +646,46 @@ static void test_each_block(void)
 	done(&d, r);
 }
 
+/*
+ * A sampled dump: each recorded block of s bytes stands for 1/p blocks and
+ * s/p bytes, p = 1 - exp(-s/mean).  The expected figures are computed here
+ * from that formula, independently of the replay.
+ */
+static void test_sampled_estimates(void)
+{
+	struct dump d = { 0 };
+	struct replay *r;
+	const struct replay_totals *t;
+	double mean = 524288.0;
+	double w100 = 1.0 / -expm1(-100.0 / mean);
+	double w1m = 1.0 / -expm1(-1048576.0 / mean);
+	uint64_t b100 = (uint64_t)(100.0 * w100 + 0.5), n100 = (uint64_t)(w100 + 0.5);
+	uint64_t b1m = (uint64_t)(1048576.0 * w1m + 0.5), n1m = (uint64_t)(w1m + 0.5);
+
+	d.proc.sample_bytes = 524288;
+	ev_alloc(&d, 1, 0x1000, 100, 1, HTR_API_MALLOC);
+	ev_alloc(&d, 1, 0x2000, 1048576, 2, HTR_API_MALLOC);
+	ev_alloc(&d, 1, 0x3000, 100, 1, HTR_API_MALLOC);
+	ev_free(&d, 1, 0x1000, HTR_API_FREE);
+	r = run_all(&d);
+	t = replay_totals(r);
+	CHECK(n100 > 5000 && n1m == 1, "weights %" PRIu64 " %" PRIu64, n100, n1m);
+	EQ(t->allocations, 2 * n100 + n1m);
+	EQ(t->allocated_bytes, 2 * b100 + b1m);
+	EQ(t->frees, n100);
+	EQ(t->live_bytes, b100 + b1m);
+	EQ(t->live_blocks, n100 + n1m);
+	EQ(t->peak_live_bytes, 2 * b100 + b1m);
+	EQ(replay_site(r, 1)->live_bytes, b100);
+	EQ(replay_site(r, 1)->allocations, 2 * n100);
+	EQ(replay_site(r, 2)->live_bytes, b1m);
+	done(&d, r);
+}
+
 int main(void)
 {
 	test_basic();
+	test_sampled_estimates();
 	test_peak_snapshot();
 	test_random_model();
 	test_temporary();
