@@ -14,7 +14,7 @@
  */
 
 static void *volatile wild[4];
-static char guarded_data[3 * 65536] __attribute__((aligned(65536)));
+static char guarded_data[3 * 4096] __attribute__((aligned(4096)));
 static char *big;
 
 static R_NOINLINE void make(void)
@@ -36,7 +36,8 @@ static R_NOINLINE void make(void)
 	wild[2] = (void *)(uintptr_t)0xffffffffff600000ull;
 	wild[3] = (char *)none + 8;
 	/* a hole in the program's own data */
-	mprotect(guarded_data + 65536, 65536, PROT_NONE);
+	if (page == 4096)
+		mprotect(guarded_data + 4096, 4096, PROT_NONE);
 }
 
 int main(void)
