@@ -518,10 +518,17 @@ static void fill_point(struct build *b, unsigned k, uint64_t time)
 	b->cur_max = t->live_bytes;
 }
 
-static int replay_to(struct timeseries *ts, const char *path, uint64_t time)
+/* 'p' (may be NULL): a progress line on a terminal, erased before an error */
+static int replay_to(struct timeseries *ts, const char *path, uint64_t time,
+		     struct cli_progress *p)
 {
-	if (replay_run_until(ts->r, time) >= 0)
+	if (replay_run_until(ts->r, time) >= 0) {
+		if (p)
+			cli_progress_update(p, dump_offset(ts->d), dump_file_size(ts->d));
 		return 0;
+	}
+	if (p)
+		cli_progress_end(p);
 	cli_error("cannot read '%s': %s", path,
 		  replay_error(ts->r) ? replay_error(ts->r) : "read error");
 	return -1;
@@ -534,9 +541,11 @@ int ts_build(struct timeseries *ts, const char *path,
 	unsigned k;
 	size_t i, mk = 0;
 	uint64_t *series = NULL;
+	struct cli_progress prog;
 
 	memset(ts, 0, sizeof(*ts));
 	memset(&b, 0, sizeof(b));
+	memset(&prog, 0, sizeof(prog));
 	b.ts = ts;
 	ts->cfg = *cfg;
 	if (!ts->cfg.to || ts->cfg.to > scan->end)
@@ -579,7 +588,8 @@ int ts_build(struct timeseries *ts, const char *path,
 	ts->r = replay_new(ts->d);
 	if (!ts->r || replay_observe(ts->r, build_observer, &b) < 0)
 		goto oom;
-	if (ts->cfg.from && replay_to(ts, path, ts->cfg.from) < 0)
+	cli_progress_begin(&prog, path);
+	if (ts->cfg.from && replay_to(ts, path, ts->cfg.from, &prog) < 0)
 		goto fail;
 	b.cur_max = replay_totals(ts->r)->live_bytes;
 	ts->window_start_allocs = replay_totals(ts->r)->allocations +
@@ -588,7 +598,7 @@ int ts_build(struct timeseries *ts, const char *path,
 	for (k = 0; k < ts->npts; k++) {
 		uint64_t tk = bucket_time(ts, k);
 
-		if (replay_to(ts, path, tk) < 0)
+		if (replay_to(ts, path, tk, &prog) < 0)
 			goto fail;
 		if (b.oom)
 			goto oom;
@@ -604,6 +614,7 @@ int ts_build(struct timeseries *ts, const char *path,
 				mk++;
 		}
 	}
+	cli_progress_end(&prog);
 	ts->window_allocs = ts->pts[ts->npts - 1].allocations - ts->window_start_allocs;
 	for (i = 0; i < ts->nsites; i++)
 		if (ts->sites[i].present)
@@ -615,6 +626,7 @@ int ts_build(struct timeseries *ts, const char *path,
 	free(b.ring);
 	return 0;
 oom:
+	cli_progress_end(&prog);
 	cli_error("out of memory");
 fail:
 	free(b.ring);
