@@ -78,6 +78,7 @@ class Bench:
         self.heaptrack_print = shutil.which("heaptrack_print")
         self.errors = []
         self.timed_out = False
+        self.deadline = time.time() + 480
         self.results = {"workloads": {}, "targets": [], "errors": self.errors}
         base = dict(os.environ)
         for k in list(base):
@@ -124,6 +125,7 @@ class Bench:
         """The command line, environment and dump path of one configuration."""
         env = dict(self.base_env)
         env.update(env_extra)
+        argv = cfg.get("argv", argv)
         dump = None
         kind = cfg["kind"]
         if kind == "heaptrail":
@@ -167,10 +169,16 @@ class Bench:
                  for c in configs}
         ref_out = None
         log("  %s: %s (%d warm-up + %d runs x %s)" % (
-            name, " ".join(argv), warmup, runs, " ".join(c["name"] for c in configs)))
+            name, " ".join(argv) or " vs ".join(" ".join(c["argv"]) for c in configs),
+            warmup, runs, " ".join(c["name"] for c in configs)))
         rounds = []	# (most foreign cores in the round, runs of the round)
         clean = rnd = 0
-        while clean < runs and len(rounds) < 2 * runs:
+        # Rounds measured again: a few, and none once the time budget of
+        # the whole benchmark is spent (on a machine that stays busy they
+        # would only make it longer).
+        max_rounds = runs + runs // 2 + 1
+        while clean < runs and len(rounds) < max_rounds and (
+                len(rounds) < runs or time.time() < self.deadline):
             got = []	# (stats, wall, cpu, rss, dump size, foreign cores)
             disturbed = False
             for cfg in configs:
@@ -218,7 +226,7 @@ class Bench:
             if not got:
                 break	# every configuration failed
             # A round during which another process took CPU is measured
-            # again; at most 2 x runs rounds, of which the least disturbed count.
+            # again; of all rounds the least disturbed count.
             rounds.append((max(g[5] for g in got), got))
             clean += not disturbed
         rounds.sort(key=lambda r: r[0])
@@ -468,41 +476,34 @@ class Bench:
             return
         res = self.results.setdefault("analyzer", {})
         runs = 1 if self.args.quick else 3
-        jobs = [("heaptrail report", "heaptrail", [self.cli, "report"])]
-        if self.heaptrack_print:
-            jobs.append(("heaptrack_print", "heaptrack", [self.heaptrack_print]))
-        log("  analyzer: %s on mtmalloc's dumps, %d runs each" % (
-            " vs ".join(j[0] for j in jobs), runs))
-        for label, cname, argv in jobs:
+        cfg = []
+        for label, cname, argv in (("heaptrail report", "heaptrail", [self.cli, "report"]),
+                                   ("heaptrack_print", "heaptrack", [self.heaptrack_print])):
             st = w["configs"].get(cname, {})
-            if not st.get("dump") or not st.get("events"):
+            if argv[0] and st.get("dump") and st.get("events"):
+                cfg.append({"name": label, "kind": "plain", "argv": argv + [st["dump"]],
+                            "events": st["events"], "allocations": st["totals"]["allocations"]})
+        if not cfg:
+            return
+        stats = self.measure("analyzer", [], cfg, runs=runs, warmup=0)
+        for c in cfg:
+            st = stats[c["name"]]
+            if not st["times"]:
                 continue
-            times, rss = [], []
-            for _ in range(runs):
-                err = os.path.join(self.dumps, "analyzer.err")
-                out = os.path.join(self.dumps, "analyzer.out")
-                wall, kb, status, _ = self.spawn(argv + [st["dump"]], self.base_env, None,
-                                                 out, err)
-                if status != 0:
-                    self.fail("analyzer", {"name": label}, argv + [st["dump"]],
-                              {}, status, err)
-                    break
-                times.append(wall)
-                rss.append(kb)
-            if cname == "heaptrack" and times:
+            if c["name"] == "heaptrack_print":
                 # Cross-check the '+' lines counted against heaptrack's own.
-                with open(out, errors="replace") as f:
+                with open(os.path.join(self.dumps, "analyzer-heaptrack_print.out"),
+                          errors="replace") as f:
                     m = re.search(r"calls to allocation functions: (\d+)", f.read())
-                if m and int(m.group(1)) != st["totals"]["allocations"]:
+                if m and int(m.group(1)) != c["allocations"]:
                     log("  note: heaptrack_print counts %s allocations, its trace has %d"
-                        % (m.group(1), st["totals"]["allocations"]))
-            if len(times) == runs:
-                med = statistics.median(times)
-                res[label] = {"command": " ".join(argv + [st["dump"]]),
-                              "events": st["events"], "times": times, "median": med,
-                              "events_per_second": st["events"] / med,
-                              "maxrss_kb": max(rss),
-                              "dump_bytes": os.path.getsize(st["dump"])}
+                        % (m.group(1), c["allocations"]))
+            res[c["name"]] = {"command": " ".join(c["argv"]), "events": c["events"],
+                              "times": st["times"], "median": st["median"],
+                              "events_per_second": c["events"] / st["median"],
+                              "maxrss_kb": max(st["maxrss_kb"]),
+                              "runs_disturbed": st["runs_disturbed"],
+                              "dump_bytes": os.path.getsize(c["argv"][-1])}
         a, b = res.get("heaptrail report"), res.get("heaptrack_print")
         if a and b:
             res["speedup"] = a["events_per_second"] / b["events_per_second"]
@@ -654,7 +655,8 @@ class Bench:
             for label, r in a.items():
                 if isinstance(r, dict):
                     print("  %-27s %10d events %7.3fs %7.2f M events/s  peak RSS %.1f MB"
-                          % (label, r["events"], r["median"],
+                          % (label + ("*" if r.get("runs_disturbed") else ""),
+                             r["events"], r["median"],
                              r["events_per_second"] / 1e6, r["maxrss_kb"] / 1024))
         fr = self.results.get("fp_robustness")
         if fr:
@@ -802,6 +804,8 @@ def main():
     b = Bench(args)
     b.out = os.path.join(b.bdir, "results.json")
     t0 = time.time()
+    # After this, disturbed rounds are no longer measured again (see measure).
+    b.deadline = t0 + (75 if args.quick else 480)
     b.results["date"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     b.results["machine"] = machine()
     b.results["versions"] = versions(b)
