@@ -476,8 +476,11 @@
 		if (tl.sites.length) {
 			sec.appendChild(el('h3', { text: 'Live bytes of the sites that held the most' }));
 			sec.appendChild(box2);
+			const names = tl.sites.map(s => siteName(s.site) + '  ' + siteWhere(site(s.site)));
 			const series = tl.sites.map((s, i) => ({
-				key: 'site-' + s.site, name: siteName(s.site), values: s.live_bytes, color: PALETTE[i % PALETTE.length],
+				key: 'site-' + s.site, values: s.live_bytes, color: PALETTE[i % PALETTE.length],
+				/* two stacks with the same top frame: tell them apart by site number */
+				name: names[i] + (names.indexOf(names[i]) !== names.lastIndexOf(names[i]) ? ' (#' + s.site + ')' : ''),
 			}));
 			function draw2() {
 				box2.textContent = '';
@@ -485,7 +488,7 @@
 					name: 'sites', label: 'live bytes per site over time', height: 240, t: tl.time_seconds,
 					from: tl.from_seconds, to: tl.to_seconds, series: series, markers: tl.markers,
 				}));
-				box2.appendChild(legend(series.map(s => ({ name: s.name + '  ' + siteWhere(site(Number(s.key.slice(5)))), color: s.color }))));
+				box2.appendChild(legend(series.map(s => ({ name: s.name, color: s.color }))));
 			}
 			draw2();
 			redraws.push(draw2);
@@ -1013,8 +1016,7 @@
 				el('th', { cls: 'rank', text: '#' }), el('th', { cls: 'site', text: 'Site' }), el('th', { text: 'Residue' }),
 				el('th', { text: 'Blocks' }), el('th', { text: 'Clients' }), el('th', { text: 'Per client' }), el('th', { text: 'Trend' }),
 			])));
-			const tb = el('tbody');
-			c.sites.slice(0, 100).forEach(function (s, i) {
+			const rows = c.sites.slice(0, 200).map(function (s, i) {
 				const tr = el('tr', { cls: 'row', 'data-site': s.site }, [
 					el('td', { cls: 'rank', text: i + 1 }), siteCell(s.site),
 					el('td', { 'data-key': 'residue_bytes', 'data-value': s.residue_bytes, text: fmtBytes(s.residue_bytes) }),
@@ -1029,10 +1031,31 @@
 						return next.remove();
 					tr.after(el('tr', { cls: 'detail' }, el('td', { colspan: 7 }, stackList(s.site))));
 				});
-				tb.appendChild(tr);
+				return tr;
 			});
-			t.appendChild(tb);
-			sec.appendChild(t);
+			shortTable(sec, t, rows);
+		}
+	}
+
+	/* The first SHORT rows of a long plain table, and a button for the rest. */
+	const SHORT = 15;
+
+	function shortTable(sec, table, rows) {
+		const tb = el('tbody');
+		rows.forEach((tr, i) => {
+			if (i >= SHORT)
+				tr.style.display = 'none';
+			tb.appendChild(tr);
+		});
+		table.appendChild(tb);
+		sec.appendChild(table);
+		if (rows.length > SHORT) {
+			const b = el('button', { type: 'button', cls: 'more', text: 'show all ' + rows.length + ' rows' });
+			b.addEventListener('click', function () {
+				rows.forEach(tr => { tr.style.display = ''; });
+				b.remove();
+			});
+			sec.appendChild(b);
 		}
 	}
 
@@ -1165,17 +1188,14 @@
 				el('th', { cls: 'rank', text: '#' }), el('th', { cls: 'site', text: 'Site' }), el('th', { text: 'Pinned' }),
 				el('th', { text: 'On shared pages' }), el('th', { text: 'Whole pages' }), el('th', { text: 'Live' }), el('th', { text: 'Blocks' }),
 			])));
-			const tb = el('tbody');
-			f.pinners.forEach(function (p, i) {
-				tb.appendChild(el('tr', { 'data-site': p.site }, [
+			shortTable(sec, t, f.pinners.map(function (p, i) {
+				return el('tr', { 'data-site': p.site }, [
 					el('td', { cls: 'rank', text: i + 1 }), siteCell(p.site),
 					el('td', { 'data-key': 'pinned_bytes', 'data-value': p.pinned_bytes, text: fmtBytes(p.pinned_bytes) }),
 					el('td', { text: fmtBytes(p.pinned_page_bytes) }), el('td', { text: fmtBytes(p.releasable_bytes) }),
 					el('td', { text: fmtBytes(p.live_bytes) }), el('td', { text: fmtCount(p.live_blocks) }),
-				]));
-			});
-			t.appendChild(tb);
-			sec.appendChild(t);
+				]);
+			}));
 		}
 		if (f.growth.length) {
 			sec.appendChild(el('h3', { text: 'Blocks grown step by step' }));
@@ -1184,17 +1204,14 @@
 				el('th', { cls: 'rank', text: '#' }), el('th', { cls: 'site', text: 'Site' }), el('th', { text: 'Pattern' }),
 				el('th', { text: 'Steps' }), el('th', { text: 'Mean ratio' }), el('th', { text: 'Largest' }),
 			])));
-			const tb = el('tbody');
-			f.growth.forEach(function (g, i) {
-				tb.appendChild(el('tr', { 'data-site': g.site }, [
+			shortTable(sec, t, f.growth.map(function (g, i) {
+				return el('tr', { 'data-site': g.site }, [
 					el('td', { cls: 'rank', text: i + 1 }), siteCell(g.site),
 					el('td', { cls: g.pattern === 'exact-fit' ? 'cls-growing' : '', text: g.pattern }),
 					el('td', { text: fmtCount(g.grows) }), el('td', { text: g.mean_ratio.toFixed(2) }),
 					el('td', { text: fmtBytes(g.max_size_bytes) }),
-				]));
-			});
-			t.appendChild(tb);
-			sec.appendChild(t);
+				]);
+			}));
 			sec.appendChild(el('p', { cls: 'note', text: 'Exact-fit growth (a little more each time) leaves a trail of freed blocks of every size behind; geometric growth (doubling) does not.' }));
 		}
 	}
