@@ -55,9 +55,34 @@ static int index_residue(struct flame *f)
 	return 0;
 }
 
-int flame_open(struct flame *f, const char *path, uint64_t grace_ns,
-	       int with_frag)
+/* cli_replay_run(), but for its warning about a damaged dump, which another pass may have given */
+static int run(struct flame *f, int warn)
 {
+	struct cli_progress p;
+	uint64_t n = 0;
+	int rc;
+
+	if (warn)
+		return cli_replay_run(f->r);
+	cli_progress_begin(&p, dump_path(f->d));
+	while ((rc = replay_step(f->r, NULL)) > 0)
+		if ((++n & 0xffff) == 0)
+			cli_progress_update(&p, dump_offset(f->d), dump_file_size(f->d));
+	cli_progress_end(&p);
+	if (rc < 0) {
+		const char *why = replay_error(f->r);
+
+		cli_error("cannot read '%s': %s", dump_path(f->d), why ? why : "read error");
+		return -1;
+	}
+	return 0;
+}
+
+int flame_open(struct flame *f, const char *path, uint64_t grace_ns,
+	       unsigned flags)
+{
+	int with_frag = !!(flags & FLAME_WITH_FRAG);
+
 	memset(f, 0, sizeof(*f));
 	f->path = path;
 	f->d = cli_open_dump(path);
@@ -69,7 +94,7 @@ int flame_open(struct flame *f, const char *path, uint64_t grace_ns,
 		f->frag = frag_new(f->r);
 	if (!f->clients || (with_frag && !f->frag))
 		goto oom;
-	if (cli_replay_run(f->r) < 0)
+	if (run(f, !(flags & FLAME_NO_WARNING)) < 0)
 		return -1;
 	if (clients_finish(f->clients, f->r) < 0 || index_residue(f) < 0)
 		goto oom;

@@ -64,13 +64,16 @@ struct flame {
 	size_t capframes;
 };
 
+#define FLAME_WITH_FRAG 1	/* also the fragmentation figures at the end */
+#define FLAME_NO_WARNING 2	/* a damaged dump's warning was printed already */
+
 /*
  * Replays 'path' to the end (with a progress line on a terminal) and
- * finishes the analyses; with_frag also takes the fragmentation figures at
- * the end.  0, or -1 after printing why (the caller still flame_close()s).
+ * finishes the analyses, as 'flags' ask.  0, or -1 after printing why (the
+ * caller still flame_close()s).
  */
 int flame_open(struct flame *f, const char *path, uint64_t grace_ns,
-	       int with_frag);
+	       unsigned flags);
 void flame_close(struct flame *f);
 
 uint64_t flame_site_cost(const struct flame *f, const struct site_stats *s,

@@ -668,7 +668,7 @@ const char html_page_tail[] =
 	"\t\t}\n"
 	"\n"
 	"\t\t/* markers: dashed lines, labels staggered over three rows */\n"
-	"\t\tif (opt.peak !== undefined && opt.peak !== null) {\n"
+	"\t\tif (opt.peak !== undefined && opt.peak !== null && vmax > 1) {\n"
 	"\t\t\tsvg.appendChild(sv('line', { cls: 'peak', x1: X(opt.peak), x2: X(opt.peak), y1: y0, y2: y1 }));\n"
 	"\t\t\tsvg.appendChild(sv('text', { cls: 'peak-label', x: X(opt.peak) + 3, y: y0 + 10, text: 'heap peak' }));\n"
 	"\t\t}\n"

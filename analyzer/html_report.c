@@ -55,7 +55,7 @@ static int document(struct html *h)
 	/* timeline first: its passes are released before the main pass starts */
 	if (html_json_timeline(h) < 0)
 		return -1;
-	if (flame_open(&h->f, h->path, h->opt.grace, 1) < 0)
+	if (flame_open(&h->f, h->path, h->opt.grace, FLAME_WITH_FRAG | FLAME_NO_WARNING) < 0)
 		return -1;
 	html_json_process(h);
 	html_json_totals(h);

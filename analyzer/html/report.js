@@ -313,7 +313,7 @@
 		}
 
 		/* markers: dashed lines, labels staggered over three rows */
-		if (opt.peak !== undefined && opt.peak !== null) {
+		if (opt.peak !== undefined && opt.peak !== null && vmax > 1) {
 			svg.appendChild(sv('line', { cls: 'peak', x1: X(opt.peak), x2: X(opt.peak), y1: y0, y2: y1 }));
 			svg.appendChild(sv('text', { cls: 'peak-label', x: X(opt.peak) + 3, y: y0 + 10, text: 'heap peak' }));
 		}
