@@ -91,6 +91,7 @@ if [ "$mode" = --test ] || [ "$mode" = --check-test ]; then
 	has_cmd clang || need clang
 	has_pkg libclang-rt-14-dev || need libclang-rt-14-dev
 	has_pkg libjemalloc2 || need libjemalloc2
+	has_pkg libjemalloc-dev || need libjemalloc-dev
 	has_pkg libtcmalloc-minimal4 || need libtcmalloc-minimal4
 	has_pkg libmimalloc2.0 || need libmimalloc2.0
 	has_cmd hyperfine || need hyperfine

@@ -7,6 +7,8 @@
 #                        (every executable tests/e2e/test_*); the last line
 #                        reads "N passed, N failed, N skipped"
 #   make test-targets    build the ground-truth programs into build/tests/
+#   make unit            only the unit-* targets (with SANITIZE=... too)
+#   make soak            the long soak run (SOAK_SECONDS, default 120)
 #   make demo            record examples/leaky_cache and print its report
 #
 # Target programs: tests/targets/NAME.c or NAME.cc becomes build/tests/NAME,
@@ -85,6 +87,17 @@ test: all test-targets $(BUILD)/examples/leaky_cache $(TEST_DEPS_STAMP)
 	@BUILD='$(BUILD)' UNIT_TARGETS='$(UNIT_TARGETS)' MAKE='$(MAKE)' \
 		SANITIZE='$(SANITIZE)' ./tests/run.sh
 
+# The unit-* targets alone; CI runs them a second time under sanitizers
+# in a build directory of their own (.ci/run).
+unit: all
+	@BUILD='$(BUILD)' UNIT_TARGETS='$(UNIT_TARGETS)' MAKE='$(MAKE)' \
+		SANITIZE='$(SANITIZE)' TESTS='$(UNIT_TARGETS)' ./tests/run.sh
+
+# The soak (tests/e2e/soak.py): SOAK_SECONDS (default 120) under the shim;
+# its figures are in docs/reliability.md.
+soak: all test-targets
+	@BUILD='$(BUILD)' SOAK_SECONDS='$(SOAK_SECONDS)' ./tests/e2e/soak.py
+
 # --- the demo -------------------------------------------------------------
 
 $(BUILD)/examples/%: examples/%.c | $(DEPS_STAMP)
@@ -99,4 +112,4 @@ demo: all $(BUILD)/examples/leaky_cache
 
 FORCE:
 
-.PHONY: test test-targets demo FORCE
+.PHONY: test test-targets unit soak demo FORCE

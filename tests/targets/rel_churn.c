@@ -19,9 +19,12 @@
  *
  *   rel_churn THREADS ITERATIONS    fixed work; prints, per site, the
  *                                   allocations and bytes (deterministic)
- *   rel_churn THREADS -s SECONDS    until SECONDS have passed; prints the
+ *   rel_churn THREADS -s SECONDS [-p PAUSE_US]
+ *                                   until SECONDS have passed; prints the
  *                                   same per site and the iterations done
- *                                   (the soak's long and short runs)
+ *                                   (the soak's long and short runs); with
+ *                                   -p each thread sleeps PAUSE_US after
+ *                                   every 20 iterations (a steady rate)
  *
  * Each thread leaks one block of 100 + its index bytes at churn_leak;
  * everything else is freed before exit.  Output lines:
@@ -52,6 +55,7 @@ struct worker {
 static struct worker workers[MAX_THREADS];
 static void *_Atomic mailbox[MAILBOX];
 static uint64_t fixed_iterations;	/* 0: run until 'stop' */
+static long pause_us;
 static _Atomic int stop;
 static void *volatile sink;
 
@@ -145,8 +149,14 @@ static void *run(void *arg)
 	uint64_t i;
 
 	churn_leak(w);
-	for (i = 0; fixed_iterations ? i < fixed_iterations : !atomic_load(&stop); i++)
+	for (i = 0; fixed_iterations ? i < fixed_iterations : !atomic_load(&stop); i++) {
 		step(w, i);
+		if (pause_us && i % 20 == 19) {
+			struct timespec ts = { pause_us / 1000000, (pause_us % 1000000) * 1000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
 	w->iterations = i;
 	for (i = 0; i < RING; i++) {
 		free(w->ring[i]);
@@ -163,10 +173,13 @@ int main(int argc, char **argv)
 
 	if (argc == 3) {
 		fixed_iterations = strtoull(argv[2], NULL, 10);
-	} else if (argc == 4 && !strcmp(argv[2], "-s")) {
+	} else if ((argc == 4 || (argc == 6 && !strcmp(argv[4], "-p"))) &&
+		   !strcmp(argv[2], "-s")) {
 		seconds = strtod(argv[3], NULL);
+		if (argc == 6)
+			pause_us = atol(argv[5]);
 	} else {
-		fprintf(stderr, "usage: rel_churn THREADS ITERATIONS | THREADS -s SECONDS\n");
+		fprintf(stderr, "usage: rel_churn THREADS ITERATIONS | THREADS -s SECONDS [-p PAUSE_US]\n");
 		return 2;
 	}
 	nthreads = atoi(argv[1]);
