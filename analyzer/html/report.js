@@ -259,8 +259,10 @@
 	 */
 	function timeChart(box, opt) {
 		const W = Math.max(480, box.clientWidth || 900);
-		const lanes = opt.clients ? clientLanes(opt.clients) : null;
-		const laneH = lanes ? Math.min(8, lanes.n) * 7 + 18 : 0;
+		/* up to MANY clients each get a line; more are drawn as a count of those connected */
+		const many = opt.clients && opt.clients.length > MANY;
+		const lanes = opt.clients && !many ? clientLanes(opt.clients) : null;
+		const laneH = lanes ? Math.min(8, lanes.n) * 7 + 18 : many ? 44 : 0;
 		const H = opt.height + laneH;
 		const x0 = M.l, x1 = W - M.r, y0 = M.t, y1 = opt.height - M.b;
 		const ts = opt.t;
@@ -310,6 +312,15 @@
 			if (s.color)
 				p.setAttribute('style', 'stroke:' + s.color);
 			svg.appendChild(p);
+			/* a value with no neighbour (one sample in a short run) is a dot, not nothing */
+			for (let i = 0; i < ts.length; i++) {
+				const v = s.values[i];
+				if (v === null || v === undefined)
+					continue;
+				const prev = i > 0 ? s.values[i - 1] : null, next = i + 1 < ts.length ? s.values[i + 1] : null;
+				if ((prev === null || prev === undefined) && (next === null || next === undefined))
+					svg.appendChild(sv('circle', { cx: X(ts[i]).toFixed(1), cy: Y(v).toFixed(1), r: 2.5, style: 'fill:' + (s.color || cssVar(s.var || '--fg')) }));
+			}
 		}
 
 		/* markers: dashed lines, labels staggered over three rows */
@@ -354,6 +365,9 @@
 			svg.appendChild(g);
 		}
 
+		if (many)
+			svg.appendChild(connectedArea(opt.clients, X, tmax, x0, opt.height + 4, 30));
+
 		/* hover: a guide and the values at the nearest moment */
 		const guide = sv('line', { cls: 'guide', y1: y0, y2: y1, x1: 0, x2: 0, visibility: 'hidden' });
 		svg.appendChild(guide);
@@ -387,6 +401,36 @@
 		});
 		svg.appendChild(hit);
 		return svg;
+	}
+
+	const MANY = 400;
+
+	/* The number of clients connected over time, as a step area 'h' pixels high. */
+	function connectedArea(list, X, tmax, x0, top, h) {
+		const ev = [];
+		for (const c of list) {
+			ev.push([c.begin, 1]);
+			ev.push([c.end === null ? tmax : c.end, -1]);
+		}
+		ev.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+		let n = 0, max = 0;
+		const pts = [];
+		for (const e of ev) {
+			n += e[1];
+			max = Math.max(max, n);
+			pts.push([X(e[0]), n]);
+		}
+		const Y = v => top + h - v / Math.max(1, max) * h;
+		let d = 'M' + x0 + ' ' + Y(0), last = 0;
+		for (const p of pts) {
+			d += 'L' + p[0].toFixed(1) + ' ' + Y(last).toFixed(1) + 'L' + p[0].toFixed(1) + ' ' + Y(p[1]).toFixed(1);
+			last = p[1];
+		}
+		const g = sv('g', { cls: 'clients' });
+		g.appendChild(sv('path', { cls: 'client-area', d: d, 'data-series': 'connected' }));
+		g.appendChild(sv('text', { cls: 'lane-label', x: x0 - 6, y: top + 10, 'text-anchor': 'end', text: 'clients' }));
+		g.appendChild(sv('text', { cls: 'lane-label', x: x0 - 6, y: top + 22, 'text-anchor': 'end', text: 'max ' + max }));
+		return g;
 	}
 
 	/* Clients in lanes: each lane holds clients that do not overlap. */

@@ -137,6 +137,7 @@ def test_costs(dump, truth):
         cp = check.run([check.HEAPTRAIL, "flame", dump, "-o", out])
         T.eq("exit 0", cp.returncode, 0)
         T.eq("nothing on stdout", cp.stdout, b"")
+        T.eq("nothing on stderr (no terminal: no progress line)", cp.stderr, b"")
         T.eq("the file holds what stdout would", open(out).read(), flame(dump))
         T.eq("the same output twice", flame(dump), flame(dump))
     return want

@@ -319,6 +319,7 @@ def test_file(dump, truth):
         cp = check.run([check.HEAPTRAIL, "html", dump, "-o", out])
         T.eq("html exits 0", cp.returncode, 0)
         T.eq("nothing on stdout", cp.stdout, b"")
+        T.eq("nothing on stderr (no terminal: no progress line)", cp.stderr, b"")
         page = open(out, encoding="utf-8").read()
         T.check("no external resource (src=, href=http, @import, url(http)",
                 not re.search(r'<(script|img|link|iframe)[^>]*\s(src|href)=|@import|url\(\s*["\']?https?:|href="https?:', page))

@@ -291,7 +291,10 @@ def main():
     if dump:
         path = None
         with T.case("export"):
-            path = pprof(dump, "mix.pb.gz")
+            cp = check.run([check.HEAPTRAIL, "pprof", dump, "-o", os.path.join(WORK, "mix.pb.gz")])
+            T.eq("exit 0", cp.returncode, 0)
+            T.eq("nothing on stdout or stderr (no terminal: no progress line)", cp.stdout + cp.stderr, b"")
+            path = os.path.join(WORK, "mix.pb.gz")
         if path:
             test_wire(path, truth)
             test_go(path, truth)
