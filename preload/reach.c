@@ -3,6 +3,7 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include "reach.h"
@@ -19,9 +20,9 @@
  * them back afterwards (MADV_DONTNEED).  Off, none of this exists.
  *
  * A scan runs at exit (our atexit handler, before the last frame), on
- * heaptrail_reach_snapshot(), and after the marker signal (at the next heap
- * event of any thread, where no lock of ours or of the allocator is held;
- * a signal handler itself cannot scan safely).  It holds the scanning
+ * heaptrail_reach_snapshot(), and after the marker signal (at the next free
+ * of any thread, where no lock of ours or of the allocator is held; a
+ * signal handler itself cannot scan safely).  It holds the scanning
  * thread BUSY, like a mark, so that its time obeys the watermark rule, and
  * stops the world inside dl_iterate_phdr (reach_world.c): the loader lock
  * then stays with us and no thread is caught half-way through dlopen.
@@ -85,9 +86,6 @@ static void after_set_op(void)
 {
 	if (HT_UNLIKELY(reach_park_pending))
 		world_park_deferred();
-	if (HT_UNLIKELY(atomic_load_explicit(&snapshot_requested, memory_order_relaxed)) &&
-	    atomic_exchange(&snapshot_requested, 0))
-		scan_from_here(1);
 }
 
 static void set_add(uintptr_t p, uint64_t size)
@@ -120,10 +118,18 @@ void reach_note_alloc(void *p, size_t size)
 	after_set_op();
 }
 
+/*
+ * A scan the marker signal asked for runs here, on a free: the frames of
+ * the allocation functions hold a stack-capture array mostly uninitialized,
+ * whose stale words the scan of this thread's stack would take for roots.
+ */
 void reach_note_free(void *p)
 {
 	set_remove((uintptr_t)p, NULL);
 	after_set_op();
+	if (HT_UNLIKELY(atomic_load_explicit(&snapshot_requested, memory_order_relaxed)) &&
+	    atomic_exchange(&snapshot_requested, 0))
+		scan_from_here(1);
 }
 
 /* Before the real realloc: the old block may be handed back inside it. */
@@ -152,7 +158,7 @@ struct scan_ctx {
 	struct reach_scan s;
 	uint64_t time;
 	int done, deaf;
-	unsigned long threads;
+	uint64_t scan_ns;	/* with the world stopped */
 };
 
 static void add_block(void *arg, uintptr_t p, uint64_t size)
@@ -185,6 +191,7 @@ static int stopped_scan(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan_ctx *c = arg;
 	struct reach_scan *s = &c->s;
+	uint64_t start = ht_mono_ns();
 
 	(void)info;
 	(void)size;
@@ -200,6 +207,7 @@ static int stopped_scan(struct dl_phdr_info *info, size_t size, void *arg)
 		c->done = 1;
 	}
 	world_resume();
+	c->scan_ns = ht_mono_ns() - start;
 	return 1;
 }
 
@@ -208,19 +216,29 @@ static void count_lost(void)
 	atomic_fetch_add_explicit(&ht_lost[HTR_LOST_MEMORY], 1, memory_order_relaxed);
 }
 
-/* Queue one record; when the writer's queue is full, ask for a round. */
+/*
+ * Queue one record.  When the writer's queue is full, wake the writer (it
+ * drains the queue between rounds too) and retry; after a while, ask for a
+ * whole round; give up when the writer is gone or stuck for 10 s.
+ */
 static int queue(const uint8_t *rec, size_t len)
 {
-	int tries;
+	uint64_t give_up = ht_mono_ns() + 10000000000ull;
+	unsigned tries;
 
-	for (tries = 0; tries < 200; tries++) {
+	for (tries = 0;; tries++) {
+		struct timespec ts = { 0, 100000 };
+
 		if (writer_top_record(rec, len) == 0)
 			return 0;
-		if (!writer_running())
-			break;
-		writer_sync();
+		if (!writer_running() || ht_mono_ns() > give_up)
+			return -ENOSPC;
+		writer_wake();
+		if (tries % 1000 == 999)
+			writer_sync();
+		else
+			nanosleep(&ts, NULL);
 	}
-	return -ENOSPC;
 }
 
 static void emit(struct scan_ctx *c)
@@ -284,7 +302,9 @@ static void say_debug(const struct scan_ctx *c, uint64_t ns)
 	str_add_u64(&m, s->root_bytes);
 	str_add(&m, " B, heap scanned ");
 	str_add_u64(&m, s->heap_bytes);
-	str_add(&m, " B; ");
+	str_add(&m, " B; stopped ");
+	str_add_u64(&m, c->scan_ns / 1000000u);
+	str_add(&m, " ms, in all ");
 	str_add_u64(&m, ns / 1000000u);
 	str_add(&m, c->deaf ? " ms; some threads did not stop" : " ms");
 	ht_msg(buf);
@@ -318,6 +338,7 @@ static __attribute__((noinline)) void run_scan(int kind, const ucontext_t *uc)
 	thread_end(t);
 	if (c.done && debug)
 		say_debug(&c, ht_mono_ns() - start);
+	region_reset(&scan_region);	/* its pages go back until the next scan */
 out:
 	atomic_store(&scanning, 0);
 }
@@ -332,6 +353,8 @@ static __attribute__((noinline)) void scan_from_here(int kind)
 
 	if (reach_in_set_op)
 		return;
+	/* getcontext leaves parts alone: their stale bytes would be roots */
+	memset(&uc, 0, sizeof(uc));
 	getcontext(&uc);
 	run_scan(kind, &uc);
 }

@@ -62,6 +62,8 @@ struct reach_scan {
 	uint8_t *state;
 	size_t n, cap;
 	uintptr_t lo, hi;	/* lowest start, highest end */
+	uint32_t *dir;		/* page directory of the blocks (reach_mark.c) */
+	unsigned dir_shift;
 
 	uint32_t *stack;	/* the mark stack: block indexes */
 	size_t nstack, capstack;
@@ -74,7 +76,7 @@ struct reach_scan {
 };
 
 /* ---- reach_mark.c ---- */
-/* Sort s->b by address, set the bounds, map the state and stack arrays. */
+/* Sort s->b by address, index it, map the state and stack arrays. */
 int mark_prepare(struct reach_scan *s);
 /* Index of the block holding address w, or -1. */
 int64_t mark_find(const struct reach_scan *s, uintptr_t w);

@@ -38,42 +38,55 @@
 #define WORD sizeof(uintptr_t)
 #define COPY_BYTES (64u << 10)
 
-/* ---- sorting: heapsort, in place, no allocation ---- */
+/* ---- sorting: LSD radix by address, 16 bits a pass, into a scratch copy ---- */
 
-static void sift(struct reach_block *b, size_t root, size_t n)
+#define DIGIT_BITS 16
+#define DIGITS (1u << DIGIT_BITS)
+
+static int sort_blocks(struct reach_scan *s)
 {
-	for (;;) {
-		size_t child = 2 * root + 1;
-		struct reach_block t;
-
-		if (child >= n)
-			return;
-		if (child + 1 < n && b[child + 1].ptr > b[child].ptr)
-			child++;
-		if (b[root].ptr >= b[child].ptr)
-			return;
-		t = b[root];
-		b[root] = b[child];
-		b[child] = t;
-		root = child;
-	}
-}
-
-static void sort_blocks(struct reach_block *b, size_t n)
-{
+	struct reach_block *tmp, *from = s->b, *to;
+	uint32_t *count;
+	uintptr_t all_or = 0, all_and = ~(uintptr_t)0;
+	unsigned shift;
 	size_t i;
 
-	if (n < 2)
-		return;
-	for (i = n / 2; i-- > 0;)
-		sift(b, i, n);
-	for (i = n - 1; i > 0; i--) {
-		struct reach_block t = b[0];
-
-		b[0] = b[i];
-		b[i] = t;
-		sift(b, 0, i);
+	if (s->n < 2)
+		return 0;
+	tmp = region_alloc(s->mem, s->n * sizeof(*tmp));
+	count = region_alloc(s->mem, DIGITS * sizeof(*count));
+	if (!tmp || !count)
+		return -ENOMEM;
+	to = tmp;
+	for (i = 0; i < s->n; i++) {
+		all_or |= s->b[i].ptr;
+		all_and &= s->b[i].ptr;
 	}
+	for (shift = 0; shift < 64; shift += DIGIT_BITS) {
+		uint32_t sum = 0;
+		struct reach_block *t;
+
+		/* a digit every address shares (the high bits, mostly) sorts nothing */
+		if ((((all_or ^ all_and) >> shift) & (DIGITS - 1)) == 0)
+			continue;
+		memset(count, 0, DIGITS * sizeof(*count));
+		for (i = 0; i < s->n; i++)
+			count[(from[i].ptr >> shift) & (DIGITS - 1)]++;
+		for (i = 0; i < DIGITS; i++) {
+			uint32_t c = count[i];
+
+			count[i] = sum;
+			sum += c;
+		}
+		for (i = 0; i < s->n; i++)
+			to[count[(from[i].ptr >> shift) & (DIGITS - 1)]++] = from[i];
+		t = from;
+		from = to;
+		to = t;
+	}
+	if (from != s->b)
+		memcpy(s->b, from, s->n * sizeof(*s->b));
+	return 0;
 }
 
 static uint64_t extent(const struct reach_block *b)
@@ -81,11 +94,41 @@ static uint64_t extent(const struct reach_block *b)
 	return b->size ? b->size : 1;
 }
 
+/*
+ * A directory of the address range in pages of 2^dir_shift bytes: dir[k] is
+ * the first block starting at or above lo + (k << dir_shift).  A lookup then
+ * searches the few blocks of one page instead of all of them.
+ */
+#define DIR_MAX (4u << 20)
+
+static int build_directory(struct reach_scan *s)
+{
+	uint64_t span = s->hi - s->lo, k, pages;
+	size_t i = 0;
+
+	s->dir_shift = 12;
+	while ((span >> s->dir_shift) + 2 > DIR_MAX)
+		s->dir_shift++;
+	pages = (span >> s->dir_shift) + 2;
+	s->dir = region_alloc(s->mem, pages * sizeof(*s->dir));
+	if (!s->dir)
+		return -ENOMEM;
+	for (k = 0; k < pages; k++) {
+		uintptr_t page = s->lo + (k << s->dir_shift);
+
+		while (i < s->n && s->b[i].ptr < page)
+			i++;
+		s->dir[k] = (uint32_t)i;
+	}
+	return 0;
+}
+
 int mark_prepare(struct reach_scan *s)
 {
 	size_t i;
 
-	sort_blocks(s->b, s->n);
+	if (s->n >= UINT32_MAX || sort_blocks(s))
+		return -ENOMEM;
 	/*
 	 * Overlaps mean a stale entry (a block freed where the shim could not
 	 * see it, e.g. from a signal handler while the thread was inside the
@@ -96,6 +139,8 @@ int mark_prepare(struct reach_scan *s)
 			s->b[i - 1].size = s->b[i].ptr - s->b[i - 1].ptr;
 	s->lo = s->n ? s->b[0].ptr : 0;
 	s->hi = s->n ? s->b[s->n - 1].ptr + extent(&s->b[s->n - 1]) : 0;
+	if (build_directory(s))
+		return -ENOMEM;
 	s->state = region_alloc(s->mem, s->n + 16);
 	s->capstack = 2 * s->n + 16;
 	s->stack = region_alloc(s->mem, s->capstack * sizeof(*s->stack));
@@ -109,10 +154,14 @@ int mark_prepare(struct reach_scan *s)
 
 int64_t mark_find(const struct reach_scan *s, uintptr_t w)
 {
-	size_t lo = 0, hi = s->n;
+	size_t lo, hi, k;
 
 	if (w < s->lo || w >= s->hi)
 		return -1;
+	/* a block holding w starts in w's page or is the last one before it */
+	k = (w - s->lo) >> s->dir_shift;
+	lo = s->dir[k] ? s->dir[k] - 1 : 0;
+	hi = s->dir[k + 1];
 	/* the last block starting at or below w */
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;

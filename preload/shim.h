@@ -267,7 +267,7 @@ void reach_init(void);		/* after config_load() */
 void reach_after_fork(void);
 void reach_at_exit(void);	/* the exit scan, from our atexit handler */
 void reach_snapshot(void);	/* heaptrail_reach_snapshot() */
-void reach_request_snapshot(void);	/* async-signal-safe: at the next heap event */
+void reach_request_snapshot(void);	/* async-signal-safe: at the next free */
 /* Event path, under the guard; the free side runs before the block is handed back. */
 void reach_note_alloc(void *p, size_t size);
 void reach_note_free(void *p);

@@ -317,6 +317,8 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		drain_full();
+		/* earlier than the next watermark is always in order (a REACH scan fills it) */
+		drain_pending();
 		if (raw_len > RAW_LIMIT / 2)
 			flush_frame();
 		futex_wait(&wake_word, seen, next - now);

@@ -11,8 +11,8 @@
  * 'hidden' (the program keeps only its address xor a mask) is lost; the
  * program then frees 'hidden' through its mask and drops 'held'.  The
  * marker signal (SIGUSR2, raised by the program itself) asks for another
- * live scan, made at the next heap event: 'held' is lost there and at
- * exit, and 'hidden' is gone.  The addresses go to the truth line.
+ * live scan, made at the next free: 'held' is lost there and at exit, and
+ * 'hidden' is gone.  The addresses go to the truth line.
  */
 
 #define MASK ((uintptr_t)0x5a5a5a5a5a5a5a5aull)
@@ -37,10 +37,14 @@ static R_NOINLINE void drop(void)
 	held = NULL;
 }
 
-static R_NOINLINE void second_scan(void)
+static R_NOINLINE void ask_second_scan(void)
 {
 	raise(SIGUSR2);
-	free(malloc(1));	/* the heap event that runs the requested scan */
+}
+
+static R_NOINLINE void second_scan(void)
+{
+	free(malloc(1));	/* the free runs the requested scan */
 }
 
 int main(void)
@@ -57,6 +61,8 @@ int main(void)
 	first_scan();
 	drop();
 	reach_scrub();
+	ask_second_scan();
+	reach_scrub();	/* the signal frame's saved registers, now dead, too */
 	second_scan();
 	reach_scrub();
 	snprintf(extra, sizeof(extra), ",\"held\":%lu,\"hidden\":%lu",
