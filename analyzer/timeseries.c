@@ -1,6 +1,5 @@
 /* timeseries.c - live bytes over time: heap, RSS, allocator and sites at fixed moments */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
