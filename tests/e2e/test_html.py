@@ -85,6 +85,7 @@ class Socket:
     def __init__(self, url):
         m = re.match(r"ws://([^:/]+):(\d+)(/.*)", url)
         self.s = socket.create_connection((m.group(1), int(m.group(2))))
+        self.s.settimeout(check.HANG_GUARD / 3)  # a hung browser fails the case, not the run
         key = base64.b64encode(os.urandom(16)).decode()
         self.s.sendall(("GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\n"
                         "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
