@@ -1543,7 +1543,7 @@ const char html_page_tail[] =
 	"\t\t\t\t\t['pages', String(pages)],\n"
 	"\t\t\t\t\t['occupied', lv <= 0 ? 'nothing live' : lv === pm.levels - 1 ? 'full' : '~' + Math.round((lv - 1) / (pm.levels - 2) * 100) + '%'],\n"
 	"\t\t\t\t\tpm.cell_pages > 1 ? ['wholly free pages', '~' + Math.round(fr / (pm.levels - 1) * pages)] : null,\n"
-	"\t\t\t\t\tsid ? ['most bytes from', siteName(sid)] : null,\n"
+	"\t\t\t\t\tsid ? ['most bytes from', site(sid) ? siteName(sid) + '  ' + siteWhere(site(sid)) : 'a small site (#' + sid + ', not in this report)'] : null,\n"
 	"\t\t\t\t])]);\n"
 	"\t\t\t});\n"
 	"\t\t\tcv.addEventListener('mouseleave', hideTip);\n"

@@ -107,6 +107,8 @@ void html_json_totals(struct html *h)
 
 /* ---- clients ---------------------------------------------------------- */
 
+#define MAX_RESIDUE_SITES 200	/* the most residue first; the flame graph has them all */
+
 int html_json_clients(struct html *h)
 {
 	const struct clients *c = h->f.clients;
@@ -127,7 +129,7 @@ int html_json_clients(struct html *h)
 	json_kv_u64(j, "residue_max_bytes", c->residue_max);
 	json_key(j, "sites");
 	json_arr_begin(j);
-	for (i = 0; i < c->nsites; i++) {
+	for (i = 0; i < c->nsites && i < MAX_RESIDUE_SITES; i++) {
 		const struct client_site *s = c->sites[i];
 
 		if (html_want_site(h, s->stack) < 0)

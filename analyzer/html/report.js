@@ -1187,7 +1187,7 @@
 					['pages', String(pages)],
 					['occupied', lv <= 0 ? 'nothing live' : lv === pm.levels - 1 ? 'full' : '~' + Math.round((lv - 1) / (pm.levels - 2) * 100) + '%'],
 					pm.cell_pages > 1 ? ['wholly free pages', '~' + Math.round(fr / (pm.levels - 1) * pages)] : null,
-					sid ? ['most bytes from', siteName(sid)] : null,
+					sid ? ['most bytes from', site(sid) ? siteName(sid) + '  ' + siteWhere(site(sid)) : 'a small site (#' + sid + ', not in this report)'] : null,
 				])]);
 			});
 			cv.addEventListener('mouseleave', hideTip);
