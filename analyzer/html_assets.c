@@ -1272,7 +1272,7 @@ const char html_page_tail[] =
 	"\t\t\t\tsvg.appendChild(g);\n"
 	"\t\t\t}\n"
 	"\t\t\tbox.appendChild(svg);\n"
-	"\t\t\tstatus.textContent = (focus === root ? 'all: ' + fmtV(root.value) + ' ' + COST_TEXT[cost] : 'zoomed into ' + describe(focus)) +\n"
+	"\t\t\tstatus.textContent = (focus === root ? 'all stacks: ' + fmtV(root.value) + ' (' + COST_TEXT[cost] + ')' : 'zoomed into ' + describe(focus)) +\n"
 	"\t\t\t\t(q ? '  \\u00b7  matching \\u201c' + search.value.trim() + '\\u201d: ' + fmtV(matched) + ' (' + pct(matched, root.value) + ')' : '');\n"
 	"\t\t}\n"
 	"\n"

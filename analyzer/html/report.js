@@ -916,7 +916,7 @@
 				svg.appendChild(g);
 			}
 			box.appendChild(svg);
-			status.textContent = (focus === root ? 'all: ' + fmtV(root.value) + ' ' + COST_TEXT[cost] : 'zoomed into ' + describe(focus)) +
+			status.textContent = (focus === root ? 'all stacks: ' + fmtV(root.value) + ' (' + COST_TEXT[cost] + ')' : 'zoomed into ' + describe(focus)) +
 				(q ? '  \u00b7  matching \u201c' + search.value.trim() + '\u201d: ' + fmtV(matched) + ' (' + pct(matched, root.value) + ')' : '');
 		}
 
