@@ -7,7 +7,8 @@
  * is indirectly lost; a block known only by a pointer 16 bytes inside it is
  * possibly lost, and so is the block only it points to; a reachable list is
  * reachable to its end; of a lost cycle of two blocks one is definitely and
- * one indirectly lost (memcheck; LeakSanitizer calls both indirect).
+ * one indirectly lost (memcheck; LeakSanitizer calls both indirect); a
+ * lost block pointing back to an older one makes the older one indirect.
  */
 
 struct node {
@@ -74,6 +75,15 @@ static R_NOINLINE void make_lost_cycle(void)
 	a->next = b;
 }
 
+static R_NOINLINE void make_lost_backwards(void)
+{
+	struct node *older = R_ALLOC(sizeof(struct node), "indirect");
+	struct node *newer = R_ALLOC(sizeof(struct node), "lost");
+
+	/* when 'older' lies lower it is scanned first, then taken by newer's clique */
+	newer->next = older;
+}
+
 int main(void)
 {
 	make_reachable();
@@ -82,6 +92,7 @@ int main(void)
 	make_kept_list();
 	make_interior();
 	make_lost_cycle();
+	make_lost_backwards();
 	reach_scrub();
 	reach_write("reach_basic");
 	return 0;
