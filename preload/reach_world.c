@@ -42,11 +42,11 @@
  *   - the writable PT_LOAD segments of every loaded object but the shim's;
  *   - each thread's registers and its stack from the stack pointer (less a
  *     red zone of 128 bytes) up to its top: for glibc's threads the top is
- *     the end of the thread descriptor, which sits at the top of the stack
- *     block right above the static TLS, so TLS and the pointer to the DTV
- *     (which leads to dynamic TLS, heap blocks) are scanned with it;
+ *     past the thread descriptor and the static TLS, which sit at the top
+ *     of the stack block, so TLS and the pointer to the DTV (which leads
+ *     to dynamic TLS, heap blocks) are scanned with it;
  *   - the main thread's static TLS and descriptor, which glibc places apart
- *     from its stack: [tp - static TLS size, tp + descriptor size).
+ *     from its stack: the static TLS size on either side of tp.
  * Blocks lying inside a root range are cut out of it.  Other anonymous
  * memory (mmap) is not a root, as with LeakSanitizer (valgrind scans it).
  */
@@ -622,24 +622,29 @@ static int module_roots(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* A thread's stack from sp to its top, and its TLS. */
+/*
+ * A thread's stack from sp to its top, and its TLS: the descriptor and the
+ * static TLS lie on either side of the thread pointer (below it on x86-64,
+ * above it on aarch64), so the range is taken on both sides.
+ */
 static void thread_roots(struct reach_scan *s, int tid, uintptr_t sp, uintptr_t tp)
 {
 	const struct reach_map *m = mark_map_at(s, sp);
 	const struct reach_map *mt = tp ? mark_map_at(s, tp) : NULL;
+	size_t around = tls_static_size > tcb_size ? tls_static_size : tcb_size;
 	uintptr_t lo, hi;
 
 	if (m) {
 		lo = sp - REDZONE > m->lo && sp > REDZONE ? sp - REDZONE : m->lo;
 		hi = m->hi;
-		/* glibc's threads: the descriptor tops the stack block */
-		if (tid != pid && mt == m && tp > sp && tp + tcb_size < m->hi)
-			hi = tp + tcb_size;
+		/* glibc's threads: descriptor and TLS top the stack block */
+		if (tid != pid && mt == m && tp > sp && m->hi - tp > around)
+			hi = tp + around;
 		mark_root_range(s, lo, hi);
 	}
 	if (mt) {
-		lo = tp - mt->lo > tls_static_size ? tp - tls_static_size : mt->lo;
-		hi = mt->hi - tp > tcb_size ? tp + tcb_size : mt->hi;
+		lo = tp - mt->lo > around ? tp - around : mt->lo;
+		hi = mt->hi - tp > around ? tp + around : mt->hi;
 		mark_root_range(s, lo, hi);
 	}
 }
