@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "reachclass.h"
 #include "commands.h"
 #include "json.h"
 #include "replay.h"
@@ -37,25 +38,6 @@ static uint64_t unscanned(const struct site_stats *s)
 	return s->live_bytes > c ? s->live_bytes - c : 0;
 }
 
-static const char *const class_json[4] = {
-	[HTR_REACH_REACHABLE] = "reachable_bytes",
-	[HTR_REACH_POSSIBLY] = "possibly_bytes",
-	[HTR_REACH_INDIRECT] = "indirect_bytes",
-	[HTR_REACH_LOST] = "lost_bytes",
-};
-
-static const char *const class_text[4] = {
-	[HTR_REACH_REACHABLE] = "still reachable",
-	[HTR_REACH_POSSIBLY] = "possibly lost",
-	[HTR_REACH_INDIRECT] = "indirectly lost",
-	[HTR_REACH_LOST] = "definitely lost",
-};
-
-/* Text order: the most serious class first. */
-static const int class_order[4] = {
-	HTR_REACH_LOST, HTR_REACH_INDIRECT, HTR_REACH_POSSIBLY, HTR_REACH_REACHABLE,
-};
-
 struct leaks {
 	const char *path;
 	struct dump *d;
@@ -88,15 +70,7 @@ static void leaks_text(struct leaks *lk)
 		printf("(the process did not exit normally: blocks live when the dump ends are not necessarily leaks)\n");
 	if (t->have_reach) {
 		printf("  ");
-		for (k = 0; k < 4; k++) {
-			int c = class_order[k];
-
-			printf("%s%s %s", k ? ", " : "", class_text[c],
-			       cli_bytes(lk->reach[c]));
-		}
-		if (lk->unscanned)
-			printf(", not scanned %s", cli_bytes(lk->unscanned));
-		printf("\n");
+		reach_class_print(lk->reach, lk->unscanned);
 	} else {
 		printf("  (no reachability scan in the dump: record with --reach to split leaks into lost and reachable)\n");
 	}
@@ -116,11 +90,11 @@ static void leaks_text(struct leaks *lk)
 
 			printf(":");
 			for (k = 0; k < 4; k++) {
-				int c = class_order[k];
+				int c = reach_class_order[k];
 
 				if (!s->reach_blocks[c])
 					continue;
-				printf("%s %s %s", first ? "" : ",", class_text[c],
+				printf("%s %s %s", first ? "" : ",", reach_class_text[c],
 				       cli_bytes(s->reach_bytes[c]));
 				first = 0;
 			}
@@ -156,7 +130,7 @@ static void leaks_json(struct leaks *lk)
 	json_bool(&j, t->have_reach);
 	if (t->have_reach) {
 		for (k = 0; k < 4; k++)
-			json_kv_u64(&j, class_json[k], lk->reach[k]);
+			json_kv_u64(&j, reach_class_json[k], lk->reach[k]);
 		json_kv_u64(&j, "unscanned_bytes", lk->unscanned);
 	}
 	json_obj_end(&j);
@@ -173,7 +147,7 @@ static void leaks_json(struct leaks *lk)
 		json_kv_u64(&j, "allocated_bytes", s->allocated_bytes);
 		if (t->have_reach) {
 			for (k = 0; k < 4; k++)
-				json_kv_u64(&j, class_json[k], s->reach_bytes[k]);
+				json_kv_u64(&j, reach_class_json[k], s->reach_bytes[k]);
 			json_kv_u64(&j, "unscanned_bytes", unscanned(s));
 		}
 		json_obj_end(&j);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "reachclass.h"
 #include "commands.h"
 #include "json.h"
 #include "replay.h"
@@ -286,6 +287,12 @@ static void report_text(struct report *rp)
 	       t->end_how == HTR_END_EXIT ? "leaked" : "live at end",
 	       cli_bytes(t->live_bytes), cli_count(t->live_blocks),
 	       plural(t->live_blocks));
+	if (t->have_reach) {
+		uint64_t bytes[4], unscanned = reach_class_totals(rp->r, bytes);
+
+		printf("               ");
+		reach_class_print(bytes, unscanned);
+	}
 	if (t->peak_rss_bytes)
 		printf("peak RSS       %s at %s\n", cli_bytes(t->peak_rss_bytes),
 		       cli_at(t->peak_rss_time));
@@ -362,7 +369,7 @@ static void json_process(struct json *j, const struct dump_process *p)
 	json_obj_end(j);
 }
 
-static void json_totals(struct json *j, const struct replay_totals *t)
+static void json_totals(struct json *j, struct replay *r, const struct replay_totals *t)
 {
 	json_key(j, "totals");
 	json_obj_begin(j);
@@ -383,6 +390,14 @@ static void json_totals(struct json *j, const struct replay_totals *t)
 	json_kv_u64(j, "lost_events", t->lost_events);
 	json_kv_u64(j, "pool_allocations", t->pool_allocations);
 	json_kv_u64(j, "pool_live_bytes", t->pool_live_bytes);
+	json_key(j, "reach_scan");
+	json_bool(j, t->have_reach);
+	if (t->have_reach) {
+		uint64_t bytes[4];
+
+		reach_class_totals(r, bytes);
+		reach_class_json_fields(j, bytes);
+	}
 	json_key(j, "end");
 	json_obj_begin(j);
 	json_kv_str(j, "how", end_name(t->end_how));
@@ -409,6 +424,8 @@ static void json_site(struct json *j, struct report *rp,
 	json_kv_u64(j, "frees", s->frees);
 	json_kv_u64(j, "temporary", s->temporary);
 	json_kv_u64(j, "mismatches", s->mismatches);
+	if (replay_totals(rp->r)->have_reach)
+		reach_class_json_fields(j, s->reach_bytes);
 	json_obj_end(j);
 }
 
@@ -453,7 +470,7 @@ static void report_json(struct report *rp)
 	json_obj_begin(&j);
 	json_kv_str(&j, "dump", rp->path);
 	json_process(&j, dump_process(rp->d));
-	json_totals(&j, rp->t);
+	json_totals(&j, rp->r, rp->t);
 	json_key(&j, "sites");
 	json_arr_begin(&j);
 	for (i = 0; i < nall; i++)

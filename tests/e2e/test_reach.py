@@ -259,6 +259,15 @@ def classes_case(name, args=(), tools=("memcheck", "lsan"), env=None):
         want = want_by_site(truth)
         compare("heaptrail", ours_by_site(doc, set(want)), want)
         T.eq("nothing unscanned", doc["totals"].get("unscanned_bytes"), 0)
+        # report splits the same way, per site and in its totals
+        _, rep = check.report(dump)
+        if rep is None:
+            raise AssertionError("report --json failed")
+        compare("report", ours_by_site(rep, set(want)), want)
+        # its totals hold the runtime's blocks too: they must be leaks' totals
+        for c in CLASSES:
+            T.eq("report totals: %s as leaks says" % JSON_KEY[c],
+                 rep["totals"].get(JSON_KEY[c]), doc["totals"].get(JSON_KEY[c]))
         if tools:
             tools_agree(name, args, truth, tools)
         return dump, truth, cp
