@@ -107,8 +107,9 @@ def case_disk_full():
     if cp.returncode != 0:
         raise Skip("cannot mount a tmpfs: %s" % check.first_line(cp.stderr))
     try:
-        # 10 ms rounds: small frames, so the disk fills after several of them.
-        argv = [exe, "2", "300000"]
+        # A steady rate (0.1 ms pauses) and 10 ms rounds: small frames, so the
+        # disk fills after many of them whatever the machine's load.
+        argv = [exe, "2", "150000", "-p", "100"]
         plain = rel.run(argv, cwd=d)
         for how in ("LD_PRELOAD", "record"):
             label = "disk full (%s)" % how

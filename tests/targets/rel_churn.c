@@ -17,7 +17,8 @@
  * The work of each thread follows its own PRNG, so what it allocates (how
  * often at each site, how many bytes) does not depend on the scheduling:
  *
- *   rel_churn THREADS ITERATIONS    fixed work; prints, per site, the
+ *   rel_churn THREADS ITERATIONS [-p PAUSE_US]
+ *                                   fixed work; prints, per site, the
  *                                   allocations and bytes (deterministic)
  *   rel_churn THREADS -s SECONDS [-p PAUSE_US]
  *                                   until SECONDS have passed; prints the
@@ -171,15 +172,17 @@ int main(int argc, char **argv)
 	double seconds = 0;
 	uint64_t count[NSITES] = { 0 }, bytes[NSITES] = { 0 }, iterations = 0, leaked = 0;
 
-	if (argc == 3) {
+	if (argc == 3 || (argc == 5 && !strcmp(argv[3], "-p"))) {
 		fixed_iterations = strtoull(argv[2], NULL, 10);
+		if (argc == 5)
+			pause_us = atol(argv[4]);
 	} else if ((argc == 4 || (argc == 6 && !strcmp(argv[4], "-p"))) &&
 		   !strcmp(argv[2], "-s")) {
 		seconds = strtod(argv[3], NULL);
 		if (argc == 6)
 			pause_us = atol(argv[5]);
 	} else {
-		fprintf(stderr, "usage: rel_churn THREADS ITERATIONS | THREADS -s SECONDS [-p PAUSE_US]\n");
+		fprintf(stderr, "usage: rel_churn THREADS ITERATIONS [-p PAUSE_US] | THREADS -s SECONDS [-p PAUSE_US]\n");
 		return 2;
 	}
 	nthreads = atoi(argv[1]);
