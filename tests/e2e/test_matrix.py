@@ -339,7 +339,7 @@ REDIS_SCRIPT = [
     ("ZRANGE", "z", 0, 4, "WITHSCORES"), ("ZRANGEBYSCORE", "z", 10, 20),
     ("SORT", "l", "LIMIT", 0, 5), ("EVAL", "return redis.call('GET', KEYS[1])", 1, "k1"),
     ("SET", "big", "b" * 200000), ("STRLEN", "big"), ("DEL", "big", "nosuch"),
-    ("EXPIRE", "k1", 1000), ("TTL", "k1"), ("TYPE", "h"), ("NOSUCHCOMMAND",),
+    ("EXPIRE", "k1", 1000), ("PERSIST", "k1"), ("TTL", "k1"), ("TYPE", "h"), ("NOSUCHCOMMAND",),
 ]
 
 
