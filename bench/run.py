@@ -154,12 +154,14 @@ class Bench:
                 os.unlink(f)
 
     def measure(self, name, argv, configs, env_extra=None, stdin=None,
-                runs=None, warmup=1, keep_dumps=True, expect=None):
+                runs=None, warmup=1, keep_dumps=True, retry=True):
         """Alternates configs over warmup+runs rounds; returns per-config stats.
 
-        configs: list of {"name", "kind" (plain|heaptrail|heaptrack), "env"}.
-        The last counted run of every profiler keeps its dump (for counting
-        events and the analyzer measurements) when keep_dumps is set.
+        configs: list of {"name", "kind" (plain|heaptrail|heaptrack), "env",
+        optionally "argv" instead of the shared argv}.  The latest run of
+        every profiler keeps its dump (for counting events and the analyzer
+        measurements) when keep_dumps is set.  retry: measure rounds that
+        other processes disturbed again (not for RSS-only measurements).
         """
         runs = runs or self.args.runs
         env_extra = env_extra or {}
@@ -176,7 +178,7 @@ class Bench:
         # Rounds measured again: a few, and none once the time budget of
         # the whole benchmark is spent (on a machine that stays busy they
         # would only make it longer).
-        max_rounds = runs + runs // 2 + 1
+        max_rounds = runs + runs // 2 + 1 if retry else runs
         while clean < runs and len(rounds) < max_rounds and (
                 len(rounds) < runs or time.time() < self.deadline):
             got = []	# (stats, wall, cpu, rss, dump size, foreign cores)
@@ -288,6 +290,9 @@ class Bench:
         tot = find_totals(doc)
         if tot is None:
             raise RuntimeError("no totals (allocations, frees) in `heaptrail report --json`")
+        proc = doc.get("process") if isinstance(doc, dict) else None
+        if isinstance(proc, dict) and proc.get("sample_bytes"):
+            tot["sample_bytes"] = proc["sample_bytes"]	# the totals are estimates
         return tot
 
     def heaptrack_events(self, dump):
@@ -326,7 +331,11 @@ class Bench:
             events = tot["allocations"] + tot["frees"]
             st["totals"] = tot
             st["events"] = events
-            if events and st.get("dump_bytes_median"):
+            if tot.get("sample_bytes"):
+                # A sampled dump's totals are the analyzer's estimates of all
+                # events, not the events it holds: no bytes per event.
+                st["events_estimated"] = True
+            elif events and st.get("dump_bytes_median"):
                 st["bytes_per_event"] = st["dump_bytes_median"] / events
             if expect and st["kind"] == "heaptrail":
                 ea, ef = expect
@@ -457,7 +466,8 @@ class Bench:
         for name, argv, env, stdin in runs:
             n = "fp-on-" + name
             before = len(self.errors)
-            stats = self.measure(n, argv, cfg, env, stdin, runs=1, warmup=0, keep_dumps=True)
+            stats = self.measure(n, argv, cfg, env, stdin, runs=1, warmup=0, keep_dumps=True,
+                                 retry=False)
             expect = None
             m = re.search(r"mallocs=(\d+) frees=(\d+)", stats["plain"].get("stdout", ""))
             if m:
@@ -529,7 +539,9 @@ class Bench:
                 continue
             argv = [mt, "2", str(ops)]
             name = "mtmalloc-" + label
-            stats = self.measure(name, argv, cfg, runs=runs, warmup=0, keep_dumps=True)
+            # Peak RSS does not suffer from a busy CPU: no runs again.
+            stats = self.measure(name, argv, cfg, runs=runs, warmup=0, keep_dumps=True,
+                                 retry=False)
             w = {"title": "mtmalloc, 2 threads x %d ops (%s)" % (ops, label),
                  "command": " ".join(argv), "env": {}, "configs": stats}
             derive(w)
@@ -567,19 +579,28 @@ class Bench:
         T = self.results["targets"]
         W = self.results["workloads"]
 
-        def add(name, value, limit, ok, fmt="%.2f"):
-            # pass is null when the figure could not be measured.
+        def add(name, value, limit, ok, fmt="%.2f", noisy=False):
+            # pass is null when the figure could not be measured; noisy when
+            # other processes took CPU during some of the timed runs.
+            shown = (fmt % value) if value is not None else "not measured"
+            if noisy and value is not None:
+                shown += " (noisy)"
             T.append({"target": name, "value": value, "limit": limit,
-                      "pass": ok if value is not None else None,
-                      "shown": (fmt % value) if value is not None else "not measured"})
+                      "pass": ok if value is not None else None, "noisy": bool(noisy),
+                      "shown": shown})
+
+        def noisy(wl):
+            return any(st.get("runs_disturbed") for st in W.get(wl, {}).get(
+                "configs", {}).values())
 
         for wl in ("mtmalloc", "mtmalloc-8t"):
             s = W.get(wl, {}).get("slowdown", {}).get("heaptrail")
             add("%s: heaptrail slowdown <= %.1fx plain" % (wl, MAX_SLOWDOWN), s,
-                MAX_SLOWDOWN, s is not None and s <= MAX_SLOWDOWN, "%.2fx")
+                MAX_SLOWDOWN, s is not None and s <= MAX_SLOWDOWN, "%.2fx", noisy(wl))
         r = W.get("mtmalloc", {}).get("overhead_ratio")
         add("mtmalloc: heaptrack overhead / heaptrail overhead >= %.1f" % MIN_OVERHEAD_RATIO,
-            r, MIN_OVERHEAD_RATIO, r is not None and r >= MIN_OVERHEAD_RATIO, "%.1fx")
+            r, MIN_OVERHEAD_RATIO, r is not None and r >= MIN_OVERHEAD_RATIO, "%.1fx",
+            noisy("mtmalloc"))
         for wl, w in W.items():
             c = w["configs"]
             a = c.get("heaptrail", {}).get("bytes_per_event")
@@ -591,10 +612,12 @@ class Bench:
         add("mtmalloc: sampling (%d) overhead <= %d%%" % (SAMPLE_BYTES,
                                                          MAX_SAMPLING_OVERHEAD * 100),
             None if s is None else (s - 1) * 100, MAX_SAMPLING_OVERHEAD * 100,
-            s is not None and s - 1 <= MAX_SAMPLING_OVERHEAD, "%+.1f%%")
-        a = self.results.get("analyzer", {}).get("speedup")
+            s is not None and s - 1 <= MAX_SAMPLING_OVERHEAD, "%+.1f%%", noisy("sampling"))
+        an = self.results.get("analyzer", {})
+        a = an.get("speedup")
         add("analyzer events/s >= %.0fx heaptrack_print" % MIN_ANALYZER_SPEEDUP, a,
-            MIN_ANALYZER_SPEEDUP, a is not None and a >= MIN_ANALYZER_SPEEDUP, "%.1fx")
+            MIN_ANALYZER_SPEEDUP, a is not None and a >= MIN_ANALYZER_SPEEDUP, "%.1fx",
+            any(isinstance(x, dict) and x.get("runs_disturbed") for x in an.values()))
         m = self.results.get("shim_memory", {})
         r = m.get("ratio")
         add("shim extra RSS, 10x longer run < 10x (1x: %s, 10x: %s KiB)" % (
@@ -635,7 +658,8 @@ class Bench:
                     st["maxrss_kb_median"] / 1024,
                     ("%+.1f MB" % (extra / 1024)) if extra is not None else "",
                     ("%.1f MB" % (db / 1e6)) if db is not None else "",
-                    ("%.2fM" % (ev / 1e6)) if ev is not None else "",
+                    (("~" if st.get("events_estimated") else "") + "%.2fM" % (ev / 1e6))
+                    if ev is not None else "",
                     ("%.2f" % bpe) if bpe is not None else ""))
                 first = False
             if w.get("overhead_ratio") is not None:
@@ -644,6 +668,7 @@ class Bench:
         print("x plain: median wall time over plain's; cpu x: the same for user+system CPU time.")
         print("*: some counted runs shared the CPU with other processes (more than %.2f "
               "cores): noisy." % FOREIGN_LIMIT)
+        print("~: a sampled dump's totals are the analyzer's estimates of all events.")
         print("shim RSS: peak RSS above plain's.  heaptrack's peak RSS is that of its "
               "largest process\n(heaptrack_interpret).  events: allocations + frees in "
               "the dump (a realloc is both).")

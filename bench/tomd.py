@@ -51,7 +51,7 @@ def main():
                 fmt(None if extra is None else extra / 1024, "%+.1f"),
                 fmt(None if st.get("dump_bytes_median") is None
                     else st["dump_bytes_median"] / 1e6, "%.1f"),
-                fmt(st.get("events"), "%d"),
+                fmt(st.get("events"), "~%d (estimated)" if st.get("events_estimated") else "%d"),
                 fmt(st.get("bytes_per_event"), "%.2f")))
     print()
     print("\\* some counted runs shared the CPU with other processes (noisy).")
