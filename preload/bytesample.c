@@ -59,7 +59,7 @@ int sample_init(void)
 
 	if (!ht_cfg.sample_bytes)
 		return 0;
-	ret = ptrset_init(ptrset_get(HT_SET_SAMPLED), (size_t)4 << 30);
+	ret = ptrset_init(ptrset_get(HT_SET_SAMPLED), (size_t)1 << 30);
 	if (!ret)
 		ht_sampled_filter = ptrset_filter(ptrset_get(HT_SET_SAMPLED));
 	return ret;

@@ -1,6 +1,8 @@
 /* lifecycle.c - start, fork and exit of the traced process */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -114,6 +116,35 @@ static int only_the_first_image(void)
 	return 1;
 }
 
+/*
+ * Under an address-space limit (ulimit -v, RLIMIT_AS) the shim's reserved
+ * regions (about 140 MiB, MAP_NORESERVE does not exempt them) count against
+ * the program.  Start only when they take at most half of what the limit
+ * leaves, so the program keeps room to grow; otherwise run untraced.
+ */
+#define SHIM_ADDRESS_SPACE ((uint64_t)140 << 20)
+
+static int address_space_allows(void)
+{
+	struct rlimit rl;
+	char buf[64];
+	uint64_t pages = 0;
+	ssize_t n, i;
+	int fd;
+
+	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return 1;
+	fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+			pages = pages * 10 + (uint64_t)(buf[i] - '0');
+	}
+	return (uint64_t)rl.rlim_cur >= pages * (uint64_t)sysconf(_SC_PAGESIZE) +
+					2 * SHIM_ADDRESS_SPACE;
+}
+
 void ht_init(void)
 {
 	int expected = HT_OFF;
@@ -130,6 +161,10 @@ void ht_init(void)
 		goto off;
 	clock_init();
 	locate_self();
+	if (!address_space_allows()) {
+		ht_msg("the address-space limit (ulimit -v) leaves no room for the shim's buffers: running untraced");
+		goto off;
+	}
 	if (threads_init() || stacks_init() || modules_init()) {
 		ht_msg("cannot map memory for the shim: running untraced");
 		goto off;
@@ -149,6 +184,7 @@ void ht_init(void)
 	errno = saved;
 	return;
 off:
+	region_release_all();
 	atomic_store(&ht_phase, HT_STOPPED);
 	ht_in_shim = was;
 	errno = saved;
@@ -162,8 +198,12 @@ __attribute__((constructor(101))) static void on_load(void)
 	if (atomic_load(&ht_phase) != HT_ON)
 		return;
 	ht_in_shim = 1;
-	if (writer_start_thread() != 0)
+	if (writer_start_thread() != 0) {
+		/* nothing will be written: give the program its address space back */
 		atomic_store(&ht_phase, HT_STOPPED);
+		ht_self = NULL;
+		region_release_all();
+	}
 	ht_in_shim = was;
 }
 

@@ -49,6 +49,26 @@ void region_reset(struct ht_region *r)
 	atomic_store(&r->used, 0);
 }
 
+/*
+ * Give every reservation back: the shim could not start (a low RLIMIT_AS),
+ * and the address space it had taken must not be missing to the program.
+ */
+void region_release_all(void)
+{
+	int i, n = atomic_load(&nregions);
+
+	for (i = 0; i < n && i < MAX_REGIONS; i++) {
+		struct ht_region *r = all_regions[i];
+
+		if (r->base)
+			munmap(r->base, r->reserved);
+		r->base = NULL;
+		r->reserved = 0;
+		atomic_store(&r->used, 0);
+	}
+	atomic_store(&nregions, 0);
+}
+
 uint64_t region_total_used(void)
 {
 	uint64_t total = 0;

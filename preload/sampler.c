@@ -34,20 +34,21 @@ static uint64_t rss_bytes(void)
 }
 
 /*
- * allocator = 0 reuses the allocator's figures of the previous sample: the
- * final sample is taken when a thread may have died (or be stuck in a signal
- * handler) holding an arena lock, and mallinfo2() would wait for it forever.
+ * fresh: the allocator's figures just read with mallinfo2(), or NULL to
+ * repeat the previous sample's: the final sample is taken when a thread may
+ * have died (or be stuck in a signal handler) holding an arena lock, and
+ * mallinfo2() would wait for it forever.
  */
-size_t sampler_record(uint8_t *out, size_t room, uint64_t now, int allocator)
+size_t sampler_record(uint8_t *out, size_t room, uint64_t now,
+		      const struct mallinfo2 *fresh)
 {
 	static struct mallinfo2 last;
 	struct mallinfo2 mi;
 	uint8_t *p = out;
 
-	if (allocator)
-		last = mallinfo2();
+	if (fresh)
+		last = *fresh;
 	mi = last;
-
 	if (room < 8 * HTR_VARINT_MAX + 1)
 		return 0;
 	*p++ = HTR_REC_SAMPLE;

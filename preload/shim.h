@@ -70,6 +70,8 @@ int region_reserve(struct ht_region *r, size_t bytes);
 void *region_alloc(struct ht_region *r, size_t bytes);
 /* Forget every allocation and give the pages back (a forked child). */
 void region_reset(struct ht_region *r);
+/* Unmap every region (the shim could not start). */
+void region_release_all(void);
 /* Total bytes handed out by all regions: the shim's own footprint. */
 uint64_t region_total_used(void);
 
@@ -240,7 +242,9 @@ int modules_changed(void);	/* cheap: the loader's add/sub counters moved */
 void modules_note_change(void);	/* dlopen/dlclose returned */
 
 /* ---- sampler.c ---- */
-size_t sampler_record(uint8_t *out, size_t room, uint64_t now, int allocator);
+struct mallinfo2;
+size_t sampler_record(uint8_t *out, size_t room, uint64_t now,
+		      const struct mallinfo2 *fresh);
 
 /* ---- ptrset.c: a set of live blocks, for sampling and reachability ---- */
 enum { HT_SET_SAMPLED = 0, HT_SET_LIVE = 1 };

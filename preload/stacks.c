@@ -19,10 +19,10 @@
  * belong to other code, so they must get new ids.
  */
 
-#define TABLE_BITS 21			/* 2M slots, 16 MiB reserved */
+#define TABLE_BITS 20			/* 1M slots, 8 MiB reserved */
 #define TABLE_SLOTS (1u << TABLE_BITS)
 #define TABLE_LIMIT (TABLE_SLOTS / 4 * 3)
-#define IP_SPACE ((size_t)256 << 20)	/* 32M addresses at most */
+#define IP_SPACE ((size_t)64 << 20)	/* 8M addresses at most */
 
 struct stack_info {
 	uint64_t ip_off;	/* index into ips[] */

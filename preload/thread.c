@@ -82,7 +82,7 @@ static void key_destructor(void *arg)
 
 int threads_init(void)
 {
-	int ret = region_reserve(&thread_region, 64u << 20);
+	int ret = region_reserve(&thread_region, 8u << 20);	/* 128k threads at once */
 
 	if (ret)
 		return ret;
@@ -419,7 +419,8 @@ void thread_exiting(void)
 	struct ht_thread *t = ht_self;
 	int saved = errno;
 
-	if (!t || ht_in_shim) {
+	/* stopped: the shim's memory may be gone (it could not start) */
+	if (!t || ht_in_shim || atomic_load(&ht_phase) == HT_STOPPED) {
 		errno = saved;
 		return;
 	}

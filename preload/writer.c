@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -26,6 +27,12 @@
  */
 
 #define RAW_LIMIT HTR_FRAME_RAW_MAX
+/*
+ * A busy program's frames are cut at this size between rounds: small
+ * enough that a process killed mid-run loses little (the frame being
+ * written), large enough for zstd to find what repeats.
+ */
+#define FLUSH_BYTES (512u << 10)
 #define PENDING_BYTES (256u << 10)
 
 static struct ht_region writer_region;
@@ -46,7 +53,12 @@ static _Atomic int finished;	/* final round written */
 static _Atomic uint64_t round_requested, round_done;
 static _Atomic uint32_t progress_word;	/* bumped after each round, futex */
 static _Atomic int round_end_how;	/* != 0: the next round ends with an END record */
+static _Atomic uint64_t allocator_since;	/* the writer entered mallinfo2() then, or 0 */
+enum { ALLOC_IDLE, ALLOC_INSIDE, ALLOC_TAKEN };
+static _Atomic int alloc_state;	/* the writer in mallinfo2(), or taken over there */
 static int disk_failed;
+static uint64_t file_off;	/* end of the last whole frame on disk */
+static uint64_t frame_events;	/* events in the frame being built */
 static int after_exec;		/* an earlier image of this pid wrote a dump */
 static uint64_t events_written;
 static uint64_t last_lost_total;
@@ -85,30 +97,64 @@ static int write_all(const void *buf, size_t len)
 	return 0;
 }
 
-static void flush_frame(void)
+static uint64_t lost_total(void);
+
+/* Compress and write one frame; on failure cut the file back to its last whole frame. */
+static int write_frame(const uint8_t *data, size_t len)
 {
 	struct htr_frame_header h;
 	size_t z;
 
+	z = ZSTD_compress2(cctx, zout, zout_cap, data, len);
+	if (ZSTD_isError(z))
+		return -EIO;
+	h.magic = HTR_FRAME_MAGIC;
+	h.compressed_size = (uint32_t)z;
+	h.raw_size = (uint32_t)len;
+	h.check = htr_frame_check(&h);
+	if (write_all(&h, sizeof(h)) < 0 || write_all(zout, z) < 0) {
+		/* a partial frame would read as damage: take it back */
+		if (ftruncate(fd, (off_t)file_off) == 0)
+			lseek(fd, (off_t)file_off, SEEK_SET);
+		return -ENOSPC;
+	}
+	file_off += sizeof(h) + z;
+	return 0;
+}
+
+/*
+ * The disk is full (or the file otherwise unwritable): stop writing, count
+ * what cannot be written as lost, and leave a small frame that says so, if
+ * even that fits.  The target runs on.
+ */
+static void disk_failure(void)
+{
+	uint8_t rec[64], *p = rec;
+
+	disk_failed = 1;
+	events_written -= frame_events;
+	atomic_fetch_add(&ht_lost[HTR_LOST_DISK], frame_events);
+	ht_msg("cannot write the dump (disk full?): recording stops; the target keeps running");
+	*p++ = HTR_REC_LOST;
+	p = htr_put_u64(p, ht_now());
+	p = htr_put_u64(p, lost_total());
+	p = htr_put_u64(p, HTR_LOST_DISK);
+	write_frame(rec, (size_t)(p - rec));
+}
+
+static void flush_frame(void)
+{
 	if (!raw_len)
 		return;
 	if (disk_failed || fd < 0) {
+		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], frame_events);
+		frame_events = 0;
 		raw_len = 0;
 		return;
 	}
-	z = ZSTD_compress2(cctx, zout, zout_cap, raw, raw_len);
-	if (ZSTD_isError(z)) {
-		raw_len = 0;
-		return;
-	}
-	h.magic = HTR_FRAME_MAGIC;
-	h.compressed_size = (uint32_t)z;
-	h.raw_size = (uint32_t)raw_len;
-	h.check = htr_frame_check(&h);
-	if (write_all(&h, sizeof(h)) < 0 || write_all(zout, z) < 0) {
-		disk_failed = 1;
-		ht_msg("cannot write the dump (disk full?): recording stops; the target keeps running");
-	}
+	if (write_frame(raw, raw_len) < 0)
+		disk_failure();
+	frame_events = 0;
 	raw_len = 0;
 }
 
@@ -127,6 +173,7 @@ static void append_chunk(struct ht_buf *b)
 		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], b->nevents);
 		return;
 	}
+	frame_events += b->nevents;
 	*p++ = HTR_REC_CHUNK;
 	p = htr_put_u64(p, b->tid);
 	p = htr_put_u64(p, b->base_time);
@@ -225,8 +272,9 @@ static void append_lost(uint64_t now)
 	raw_len = (size_t)(p - raw);
 }
 
-static void do_round(int final)
+static int do_round(int final)
 {
+	struct mallinfo2 mi;
 	uint8_t *p;
 	uint64_t w;
 	int complete;
@@ -237,8 +285,24 @@ static void do_round(int final)
 	 * waits for it (a fatal signal, _exit from a handler): it takes RSS
 	 * but not the allocator's figures.
 	 */
+	if (!final) {
+		/*
+		 * mallinfo2() takes the arena locks.  A thread that holds one
+		 * may be waiting for us (_exit from a signal handler that
+		 * interrupted malloc): writer_finish() then writes the last
+		 * frame itself, and this thread must touch nothing after.
+		 */
+		int inside = ALLOC_INSIDE;
+
+		atomic_store(&allocator_since, ht_mono_ns());
+		atomic_store(&alloc_state, ALLOC_INSIDE);
+		mi = mallinfo2();
+		if (!atomic_compare_exchange_strong(&alloc_state, &inside, ALLOC_IDLE))
+			return -1;	/* writer_finish() took over meanwhile */
+		atomic_store(&allocator_since, 0);
+	}
 	p = room(128);
-	raw_len += sampler_record(p, 128, ht_now(), !final);
+	raw_len += sampler_record(p, 128, ht_now(), final ? NULL : &mi);
 	if (modules_changed()) {
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, ht_now());
@@ -255,6 +319,22 @@ static void do_round(int final)
 		p = htr_put_u64(p, w);
 		raw_len = (size_t)(p - raw);
 	}
+	if (final && disk_failed) {
+		/* the marker frame says recording stopped; try to close the dump too */
+		uint8_t rec[96], *q = rec;
+
+		*q++ = HTR_REC_LOST;
+		q = htr_put_u64(q, ht_now());
+		q = htr_put_u64(q, lost_total());
+		q = htr_put_u64(q, HTR_LOST_DISK);
+		*q++ = HTR_REC_END;
+		q = htr_put_u64(q, ht_now());
+		q = htr_put_u64(q, (uint64_t)atomic_load(&stop_how));
+		q = htr_put_u64(q, (uint64_t)stop_status);
+		q = htr_put_u64(q, events_written);
+		q = htr_put_u64(q, lost_total());
+		write_frame(rec, (size_t)(q - rec));
+	}
 	if (final || atomic_load(&round_end_how)) {
 		int how = final ? atomic_load(&stop_how) : atomic_exchange(&round_end_how, 0);
 
@@ -268,6 +348,7 @@ static void do_round(int final)
 		raw_len = (size_t)(p - raw);
 	}
 	flush_frame();
+	return 0;
 }
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t ns)
@@ -310,7 +391,8 @@ static void *writer_main(void *arg)
 		}
 		req = atomic_load(&round_requested);
 		if (now >= next || req != atomic_load(&round_done)) {
-			do_round(0);
+			if (do_round(0) < 0)
+				return NULL;	/* taken over while in mallinfo2() */
 			atomic_store(&round_done, req);
 			announce_progress();
 			next = now + interval;
@@ -319,7 +401,7 @@ static void *writer_main(void *arg)
 		drain_full();
 		/* earlier than the next watermark is always in order (a REACH scan fills it) */
 		drain_pending();
-		if (raw_len > RAW_LIMIT / 2)
+		if (raw_len > FLUSH_BYTES)
 			flush_frame();
 		futex_wait(&wake_word, seen, next - now);
 	}
@@ -493,7 +575,7 @@ static int setup_memory(void)
 {
 	ZSTD_customMem mem = { zalloc, zfree, NULL };
 
-	if (!writer_region.base && region_reserve(&writer_region, 64u << 20))
+	if (!writer_region.base && region_reserve(&writer_region, 24u << 20))
 		return -ENOMEM;
 	raw = region_alloc(&writer_region, RAW_LIMIT);
 	zout_cap = ZSTD_compressBound(RAW_LIMIT);
@@ -583,6 +665,7 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 	h.pid = (uint32_t)getpid();
 	clock_gettime(CLOCK_REALTIME, &rt);
 	h.start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+	file_off = sizeof(h);
 	if (write_all(&h, sizeof(h)) < 0) {
 		ht_msg("cannot write the dump header: running untraced");
 		close(fd);
@@ -597,16 +680,21 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 
 int writer_start_thread(void)
 {
+	pthread_attr_t attr;
 	sigset_t all, old;
 	int ret;
 
 	if (fd < 0)
 		return -1;
+	/* a small stack: the program may be short of address space */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256u << 10);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store(&running, 1);
-	ret = pthread_create(&thread, NULL, writer_main, NULL);
+	ret = pthread_create(&thread, &attr, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
 	if (ret) {
 		atomic_store(&running, 0);
 		ht_msg("cannot start the writer thread: running untraced");
@@ -640,10 +728,14 @@ void writer_reset_after_fork(void)
 	atomic_store(&finished, 0);
 	atomic_store(&round_requested, 0);
 	atomic_store(&round_done, 0);
+	atomic_store(&allocator_since, 0);
+	atomic_store(&alloc_state, ALLOC_IDLE);
 	atomic_flag_clear(&pending_lock);
 	pending_len = 0;
 	raw_len = 0;
 	disk_failed = 0;
+	file_off = 0;
+	frame_events = 0;
 	events_written = 0;
 	last_lost_total = 0;
 	region_reset(&writer_region);
@@ -680,6 +772,14 @@ static int round_caught_up(void)
 	       !atomic_load(&running);
 }
 
+/* Finished, or stuck for 100 ms inside mallinfo2() (see do_round()). */
+static int is_finished_or_stuck(void)
+{
+	uint64_t since = atomic_load(&allocator_since);
+
+	return is_finished() || (since && ht_mono_ns() - since > 100000000ull);
+}
+
 void writer_finish(int how, int status)
 {
 	int expected = 0;
@@ -689,7 +789,15 @@ void writer_finish(int how, int status)
 	stop_status = status;
 	if (!atomic_compare_exchange_strong(&stop_how, &expected, how))
 		return;
-	wait_for(is_finished, 5000000000ull);
+	wait_for(is_finished_or_stuck, 5000000000ull);
+	if (!is_finished()) {
+		expected = ALLOC_INSIDE;
+		if (atomic_compare_exchange_strong(&alloc_state, &expected, ALLOC_TAKEN)) {
+			/* the writer is parked in mallinfo2(): its state is ours now */
+			do_round(1);
+			atomic_store(&finished, 1);
+		}
+	}
 }
 
 /*

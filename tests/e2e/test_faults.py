@@ -130,8 +130,11 @@ def case_disk_full():
                 T.check(label + ": stdout unchanged", traced.stdout == plain.stdout)
                 T.check(label + ": says the disk is full",
                         any("disk full" in l for l in got), repr(got))
-            T.check(label + ": the file system is full",
-                    os.statvfs(mnt).f_bavail == 0, "%d blocks free" % os.statvfs(mnt).f_bavail)
+            # the shim takes back the frame it could not finish, so a few
+            # blocks are free again afterwards
+            st = os.statvfs(mnt)
+            T.check(label + ": the file system filled up",
+                    st.f_bavail * st.f_frsize < (64 << 10), "%d blocks free" % st.f_bavail)
             cp, doc = check.report(dump)
             T.eq(label + ": report reads the dump", cp.returncode, 0)
             T.check(label + ": with a warning that it ends early",
