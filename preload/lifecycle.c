@@ -119,8 +119,9 @@ static int only_the_first_image(void)
 /*
  * Under an address-space limit (ulimit -v, RLIMIT_AS) the shim's reserved
  * regions (about 140 MiB, MAP_NORESERVE does not exempt them) count against
- * the program.  Start only when they take at most half of what the limit
- * leaves, so the program keeps room to grow; otherwise run untraced.
+ * the program, whose threads each reserve an 8 MiB stack and a 64 MiB malloc
+ * arena.  Start only when the regions take at most a quarter of what the
+ * limit leaves, so the program keeps room to grow; otherwise run untraced.
  */
 #define SHIM_ADDRESS_SPACE ((uint64_t)140 << 20)
 
@@ -142,7 +143,7 @@ static int address_space_allows(void)
 			pages = pages * 10 + (uint64_t)(buf[i] - '0');
 	}
 	return (uint64_t)rl.rlim_cur >= pages * (uint64_t)sysconf(_SC_PAGESIZE) +
-					2 * SHIM_ADDRESS_SPACE;
+					4 * SHIM_ADDRESS_SPACE;
 }
 
 void ht_init(void)

@@ -272,7 +272,7 @@ static void append_lost(uint64_t now)
 	raw_len = (size_t)(p - raw);
 }
 
-static int do_round(int final)
+static int do_round(int final, int allocator_stats)
 {
 	struct mallinfo2 mi;
 	uint8_t *p;
@@ -285,7 +285,7 @@ static int do_round(int final)
 	 * waits for it (a fatal signal, _exit from a handler): it takes RSS
 	 * but not the allocator's figures.
 	 */
-	if (!final) {
+	if (allocator_stats) {
 		/*
 		 * mallinfo2() takes the arena locks.  A thread that holds one
 		 * may be waiting for us (_exit from a signal handler that
@@ -302,7 +302,7 @@ static int do_round(int final)
 		atomic_store(&allocator_since, 0);
 	}
 	p = room(128);
-	raw_len += sampler_record(p, 128, ht_now(), final ? NULL : &mi);
+	raw_len += sampler_record(p, 128, ht_now(), allocator_stats ? &mi : NULL);
 	if (modules_changed()) {
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, ht_now());
@@ -384,14 +384,15 @@ static void *writer_main(void *arg)
 		uint64_t req;
 
 		if (atomic_load(&stop_how)) {
-			do_round(1);
+			if (do_round(1, 1) < 0)
+				return NULL;	/* taken over while in mallinfo2() */
 			atomic_store(&finished, 1);
 			announce_progress();
 			break;
 		}
 		req = atomic_load(&round_requested);
 		if (now >= next || req != atomic_load(&round_done)) {
-			if (do_round(0) < 0)
+			if (do_round(0, 1) < 0)
 				return NULL;	/* taken over while in mallinfo2() */
 			atomic_store(&round_done, req);
 			announce_progress();
@@ -794,7 +795,7 @@ void writer_finish(int how, int status)
 		expected = ALLOC_INSIDE;
 		if (atomic_compare_exchange_strong(&alloc_state, &expected, ALLOC_TAKEN)) {
 			/* the writer is parked in mallinfo2(): its state is ours now */
-			do_round(1);
+			do_round(1, 0);
 			atomic_store(&finished, 1);
 		}
 	}
