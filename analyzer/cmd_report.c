@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "reachclass.h"
 #include "commands.h"
+#include "dumpjson.h"
 #include "json.h"
 #include "replay.h"
 #include "site.h"
@@ -333,83 +334,6 @@ static void report_text(struct report *rp)
 
 /* ---- JSON ------------------------------------------------------------- */
 
-static const char *end_name(int how)
-{
-	switch (how) {
-	case HTR_END_EXIT:
-		return "exit";
-	case HTR_END_SIGNAL:
-		return "signal";
-	case HTR_END_EXEC:
-		return "exec";
-	case HTR_END_UNKNOWN:
-		return "unknown";
-	default:
-		return NULL;
-	}
-}
-
-static void json_process(struct json *j, const struct dump_process *p)
-{
-	int i;
-
-	json_key(j, "process");
-	json_obj_begin(j);
-	json_kv_u64(j, "pid", p->pid);
-	json_kv_u64(j, "ppid", p->ppid);
-	json_kv_str(j, "exe", p->exe);
-	json_key(j, "argv");
-	json_arr_begin(j);
-	for (i = 0; p->argv && p->argv[i]; i++)
-		json_str(j, p->argv[i]);
-	json_arr_end(j);
-	json_kv_u64(j, "sample_bytes", p->sample_bytes);
-	json_key(j, "forked_child");
-	json_bool(j, !!(p->flags & HTR_PF_FOLLOWED_FORK));
-	json_obj_end(j);
-}
-
-static void json_totals(struct json *j, struct replay *r, const struct replay_totals *t)
-{
-	json_key(j, "totals");
-	json_obj_begin(j);
-	json_kv_u64(j, "allocations", t->allocations);
-	json_kv_u64(j, "frees", t->frees);
-	json_kv_u64(j, "reallocs", t->reallocs);
-	json_kv_u64(j, "allocated_bytes", t->allocated_bytes);
-	json_kv_u64(j, "peak_live_bytes", t->peak_live_bytes);
-	json_kv_double(j, "peak_time_seconds", (double)t->peak_time / 1e9);
-	json_kv_u64(j, "leaked_bytes", t->live_bytes);
-	json_kv_u64(j, "leaked_blocks", t->live_blocks);
-	json_kv_u64(j, "peak_rss_bytes", t->peak_rss_bytes);
-	json_kv_u64(j, "last_rss_bytes", t->last_rss_bytes);
-	json_kv_double(j, "duration_seconds", (double)t->duration / 1e9);
-	json_kv_u64(j, "temporary", t->temporary);
-	json_kv_u64(j, "unknown_frees", t->unknown_frees);
-	json_kv_u64(j, "mismatches", t->mismatches);
-	json_kv_u64(j, "lost_events", t->lost_events);
-	json_kv_u64(j, "pool_allocations", t->pool_allocations);
-	json_kv_u64(j, "pool_live_bytes", t->pool_live_bytes);
-	json_key(j, "reach_scan");
-	json_bool(j, t->have_reach);
-	if (t->have_reach) {
-		uint64_t bytes[4];
-
-		reach_class_totals(r, bytes);
-		reach_class_json_fields(j, bytes);
-	}
-	json_key(j, "end");
-	json_obj_begin(j);
-	json_kv_str(j, "how", end_name(t->end_how));
-	json_key(j, "status");
-	if (t->end_how == HTR_END_EXIT || t->end_how == HTR_END_SIGNAL)
-		json_i64(j, t->end_status);
-	else
-		json_null(j);
-	json_obj_end(j);
-	json_obj_end(j);
-}
-
 static void json_site(struct json *j, struct report *rp,
 		      const struct site_stats *s)
 {
@@ -469,8 +393,8 @@ static void report_json(struct report *rp)
 	json_init(&j, stdout, 0);
 	json_obj_begin(&j);
 	json_kv_str(&j, "dump", rp->path);
-	json_process(&j, dump_process(rp->d));
-	json_totals(&j, rp->r, rp->t);
+	dumpjson_process(&j, dump_process(rp->d), 0);
+	dumpjson_totals(&j, rp->r, rp->t, DUMPJSON_REACH);
 	json_key(&j, "sites");
 	json_arr_begin(&j);
 	for (i = 0; i < nall; i++)

@@ -11,6 +11,7 @@
 #include "chart.h"
 #include "cli.h"
 #include "commands.h"
+#include "dumpjson.h"
 #include "json.h"
 #include "livedump.h"
 #include "site.h"
@@ -39,15 +40,6 @@ struct timeline {
 	struct cli_time from, to;
 	int have_from, have_to;
 };
-
-static const char *const end_names[] = {
-	NULL, "exit", "signal", "exec", "unknown",
-};
-
-static const char *end_name(int how)
-{
-	return how > 0 && how < 5 ? end_names[how] : NULL;
-}
 
 static double dmax(double a, double b)
 {
@@ -226,8 +218,8 @@ static void timeline_text(struct timeline *tl)
 	if (s->live)
 		printf("the process is still running: read up to %s (the last complete frame)\n",
 		       cli_at(s->end));
-	else if (end_name(s->end_how))
-		printf("%s, ended by %s\n", cli_duration(s->end), end_name(s->end_how));
+	else if (dumpjson_end_name(s->end_how))
+		printf("%s, ended by %s\n", cli_duration(s->end), dumpjson_end_name(s->end_how));
 	else
 		printf("%s, no end record (killed, or the dump was cut short)\n",
 		       cli_duration(s->end));
@@ -333,7 +325,7 @@ static void timeline_json(struct timeline *tl)
 	json_kv_str(&j, "dump", tl->path);
 	json_key(&j, "live");
 	json_bool(&j, s->live);
-	json_kv_str(&j, "end", end_name(s->end_how));
+	json_kv_str(&j, "end", dumpjson_end_name(s->end_how));
 	json_kv_double(&j, "duration_seconds", (double)s->end / 1e9);
 	json_kv_double(&j, "from_seconds", (double)ts->cfg.from / 1e9);
 	json_kv_double(&j, "to_seconds", (double)ts->cfg.to / 1e9);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dumpjson.h"
 #include "html_internal.h"
 
 /* Key names follow 'report --json', 'clients --json' and 'frag --json'. */
@@ -11,22 +12,6 @@
 static double seconds(uint64_t ns)
 {
 	return (double)ns / 1e9;
-}
-
-static const char *end_name(int how)
-{
-	switch (how) {
-	case HTR_END_EXIT:
-		return "exit";
-	case HTR_END_SIGNAL:
-		return "signal";
-	case HTR_END_EXEC:
-		return "exec";
-	case HTR_END_UNKNOWN:
-		return "unknown";
-	default:
-		return NULL;
-	}
 }
 
 int html_want_site(struct html *h, uint32_t stack)
@@ -46,63 +31,12 @@ int html_want_site(struct html *h, uint32_t stack)
 
 void html_json_process(struct html *h)
 {
-	const struct dump_process *p = dump_process(h->f.d);
-	struct json *j = h->j;
-	int i;
-
-	json_key(j, "process");
-	json_obj_begin(j);
-	json_kv_u64(j, "pid", p->pid);
-	json_kv_u64(j, "ppid", p->ppid);
-	json_kv_str(j, "exe", p->exe);
-	json_key(j, "argv");
-	json_arr_begin(j);
-	for (i = 0; p->argv && p->argv[i]; i++)
-		json_str(j, p->argv[i]);
-	json_arr_end(j);
-	json_kv_double(j, "start_unix_seconds", (double)p->start_realtime_ns / 1e9);
-	json_kv_u64(j, "sample_bytes", p->sample_bytes);
-	json_kv_u64(j, "page_size", p->page_size);
-	json_key(j, "forked_child");
-	json_bool(j, !!(p->flags & HTR_PF_FOLLOWED_FORK));
-	json_obj_end(j);
+	dumpjson_process(h->j, dump_process(h->f.d), DUMPJSON_START);
 }
 
 void html_json_totals(struct html *h)
 {
-	const struct replay_totals *t = replay_totals(h->f.r);
-	struct json *j = h->j;
-
-	json_key(j, "totals");
-	json_obj_begin(j);
-	json_kv_u64(j, "allocations", t->allocations);
-	json_kv_u64(j, "frees", t->frees);
-	json_kv_u64(j, "reallocs", t->reallocs);
-	json_kv_u64(j, "allocated_bytes", t->allocated_bytes);
-	json_kv_u64(j, "peak_live_bytes", t->peak_live_bytes);
-	json_kv_double(j, "peak_time_seconds", seconds(t->peak_time));
-	json_kv_u64(j, "leaked_bytes", t->live_bytes);
-	json_kv_u64(j, "leaked_blocks", t->live_blocks);
-	json_kv_u64(j, "peak_rss_bytes", t->peak_rss_bytes);
-	json_kv_double(j, "peak_rss_time_seconds", seconds(t->peak_rss_time));
-	json_kv_u64(j, "last_rss_bytes", t->last_rss_bytes);
-	json_kv_double(j, "duration_seconds", seconds(t->duration));
-	json_kv_u64(j, "temporary", t->temporary);
-	json_kv_u64(j, "unknown_frees", t->unknown_frees);
-	json_kv_u64(j, "mismatches", t->mismatches);
-	json_kv_u64(j, "lost_events", t->lost_events);
-	json_kv_u64(j, "pool_allocations", t->pool_allocations);
-	json_kv_u64(j, "pool_live_bytes", t->pool_live_bytes);
-	json_key(j, "end");
-	json_obj_begin(j);
-	json_kv_str(j, "how", end_name(t->end_how));
-	json_key(j, "status");
-	if (t->end_how == HTR_END_EXIT || t->end_how == HTR_END_SIGNAL)
-		json_i64(j, t->end_status);
-	else
-		json_null(j);
-	json_obj_end(j);
-	json_obj_end(j);
+	dumpjson_totals(h->j, h->f.r, replay_totals(h->f.r), DUMPJSON_RSS_TIME);
 }
 
 /* ---- clients ---------------------------------------------------------- */
