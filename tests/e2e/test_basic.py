@@ -63,24 +63,14 @@ HEAPTRACK = {
 PRELOAD_TOO = ("leak_depths", "cxx_new", "threads")
 
 
-def target(name):
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.target
 
 
 def fresh_dir(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
-def need_tools():
-    missing = [p for p in (check.HEAPTRAIL, check.SHIM) if not os.path.exists(p)]
-    if missing:
-        raise Skip("not built: %s" % ", ".join(missing))
+need_tools = check.need_tools
 
 
 def ended(label, doc, how=None):

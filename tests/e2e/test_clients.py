@@ -36,17 +36,10 @@ WORK = tempfile.mkdtemp(prefix="heaptrail-clients-")
 REQUESTS = 3		# per connection
 
 
-def target(name):
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.target
 
 
-def need_tools():
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("%s is not built (make)" % p)
+need_tools = check.need_tools
 
 
 def shim_env(dump, mode, truth=None):

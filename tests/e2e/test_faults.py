@@ -43,10 +43,7 @@ WORK = tempfile.mkdtemp(prefix="heaptrail-faults-")
 
 
 def fresh_dir(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
 def churn():

@@ -41,18 +41,11 @@ T = check.Suite("gate")
 WORK = tempfile.mkdtemp(prefix="heaptrail-gate-")
 
 
-def target(name):
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.target
 
 
 def fresh(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
 def gate(args, cmd=None, env=None, cwd=None):

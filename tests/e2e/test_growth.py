@@ -30,7 +30,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import check  # noqa: E402
-from check import Skip  # noqa: E402
 
 T = check.Suite("growth")
 WORK = tempfile.mkdtemp(prefix="heaptrail-growth-")
@@ -41,36 +40,18 @@ CHURN = ("churn_once", "growth_linear.c")
 TABLE = ("make_table", "growth_linear.c")
 
 
-def target(name):
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("not built: %s" % p)
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.built_target
 
 
 def fresh_dir(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
 def run_target(name, env=None):
     """Runs a target under the shim; returns (dump, truth lines)."""
     exe = target(name)
     d = fresh_dir(name + "-" + str(len(os.listdir(WORK))))
-    dump = os.path.join(d, "out.htr")
-    truth = os.path.join(d, "truth.json")
-    e = {"TRUTH_OUT": truth}
-    e.update(env or {})
-    cp = check.preload(dump, [exe], env=e, cwd=d)
-    T.eq("%s exits 0" % name, cp.returncode, 0)
-    if not os.path.exists(dump) or not os.path.exists(truth):
-        raise Skip("no dump or truth: %s" % check.first_line(cp.stderr))
-    lines = check.truth_lines(truth)
+    dump, lines = check.run_with_truth(T, exe, d, env=env, how=check.preload)
     T.check("truth is valid", all(t.get("valid", True) for t in lines))
     return dump, lines
 

@@ -44,16 +44,10 @@ WORK = tempfile.mkdtemp(prefix="heaptrail-matrix-")
 
 
 def fresh_dir(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
-def need_tools():
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("%s is not built (make)" % p)
+need_tools = check.need_tools
 
 
 def program(name, *candidates):

@@ -28,27 +28,12 @@ T = check.Suite("pprof")
 WORK = tempfile.mkdtemp(prefix="heaptrail-pprof-")
 
 
-def target(name):
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("not built: %s" % p)
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.built_target
 
 
 def run_target(name):
-    exe = target(name)
-    d = os.path.join(WORK, name)
-    os.makedirs(d, exist_ok=True)
-    dump = os.path.join(d, "out.htr")
-    truth = os.path.join(d, "truth.json")
-    cp = check.record(dump, [exe], env={"TRUTH_OUT": truth}, cwd=d)
-    T.eq("%s exits 0" % name, cp.returncode, 0)
-    if not os.path.exists(dump) or not os.path.exists(truth):
-        raise Skip("no dump or truth: %s" % check.first_line(cp.stderr))
-    return dump, check.truth_lines(truth)[-1]
+    dump, lines = check.run_with_truth(T, target(name), check.fresh_dir(WORK, name))
+    return dump, lines[-1]
 
 
 def truth_fn(truth, fn, key):

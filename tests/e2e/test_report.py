@@ -34,24 +34,14 @@ SITE_KEYS = ("function", "file", "line", "module", "stack", "leaked_bytes",
              "temporary", "mismatches")
 
 
-def target(name):
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.target
 
 
-def need_tools():
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("%s is not built" % p)
+need_tools = check.need_tools
 
 
 def fresh_dir(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
 def ht(*args, **kw):

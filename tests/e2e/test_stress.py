@@ -40,20 +40,10 @@ WORK = tempfile.mkdtemp(prefix="heaptrail-stress-")
 
 
 def fresh_dir(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    return check.fresh_dir(WORK, name)
 
 
-def target(name):
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("%s is not built (make)" % p)
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.built_target
 
 
 def pair(label, argv, env=None, end_how=None, clean=True):

@@ -25,37 +25,18 @@ import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import check  # noqa: E402
-from check import Skip  # noqa: E402
 
 T = check.Suite("timeline")
 WORK = tempfile.mkdtemp(prefix="heaptrail-timeline-")
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
 
-def target(name):
-    for p in (check.HEAPTRAIL, check.SHIM):
-        if not os.path.exists(p):
-            raise Skip("not built: %s" % p)
-    path = os.path.join(check.TARGETS, name)
-    if not os.access(path, os.X_OK):
-        raise Skip("%s is not built (make test-targets)" % path)
-    return path
+target = check.built_target
 
 
 def run_target(name, env=None):
-    exe = target(name)
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    dump = os.path.join(d, "out.htr")
-    truth = os.path.join(d, "truth.json")
-    e = {"TRUTH_OUT": truth}
-    e.update(env or {})
-    cp = check.preload(dump, [exe], env=e, cwd=d)
-    T.eq("%s exits 0" % name, cp.returncode, 0)
-    if not os.path.exists(dump) or not os.path.exists(truth):
-        raise Skip("no dump or truth: %s" % check.first_line(cp.stderr))
-    return dump, check.truth_lines(truth)
+    return check.run_with_truth(T, target(name), check.fresh_dir(WORK, name),
+                                env=env, how=check.preload)
 
 
 def timeline(dump, *args):

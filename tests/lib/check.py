@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import traceback
@@ -88,6 +89,50 @@ class Suite:
 
 class Skip(Exception):
     """Raised inside Suite.case() to skip the rest of a case."""
+
+
+def need_tools():
+    """Skips unless heaptrail and the shim are built."""
+    for p in (HEAPTRAIL, SHIM):
+        if not os.path.exists(p):
+            raise Skip("%s is not built (make)" % p)
+
+
+def target(name):
+    """The path of test target 'name'; skips when it is not built."""
+    path = os.path.join(TARGETS, name)
+    if not os.access(path, os.X_OK):
+        raise Skip("%s is not built (make test-targets)" % path)
+    return path
+
+
+def built_target(name):
+    """target(name), after need_tools()."""
+    need_tools()
+    return target(name)
+
+
+def fresh_dir(work, name):
+    """The folder WORK/NAME, empty."""
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def run_with_truth(suite, exe, d, env=None, how=None):
+    """Runs EXE in folder D under the shim ('how': record, the default, or
+    preload) with TRUTH_OUT set; checks that it exits 0 and returns (dump,
+    truth lines).  Skips when the run left no dump or no truth."""
+    dump = os.path.join(d, "out.htr")
+    truth = os.path.join(d, "truth.json")
+    e = {"TRUTH_OUT": truth}
+    e.update(env or {})
+    cp = (how or record)(dump, [exe], env=e, cwd=d)
+    suite.eq("%s exits 0" % os.path.basename(exe), cp.returncode, 0)
+    if not os.path.exists(dump) or not os.path.exists(truth):
+        raise Skip("no dump or truth: %s" % first_line(cp.stderr))
+    return dump, truth_lines(truth)
 
 
 def clean_env(extra=None):
