@@ -67,6 +67,22 @@ int cli_bad_option(const char *verb, int c, char **argv)
 	return cli_usage(verb, "unknown option '%s'", arg);
 }
 
+int cli_one_dump(const char *verb, int argc, char **argv, const char *synopsis)
+{
+	extern int optind;
+
+	if (optind >= argc) {
+		cli_usage(verb, "which dump? usage: %s", synopsis);
+		return -1;
+	}
+	if (optind + 1 < argc) {
+		cli_usage(verb, "one dump at a time, not %d ('%s' ...)",
+			  argc - optind, argv[optind + 1]);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- option values ---------------------------------------------------- */
 
 int cli_parse_u64(const char *s, uint64_t *out)
@@ -599,4 +615,22 @@ char *cli_join_argv(char *const *argv)
 	}
 	*o = 0;
 	return out;
+}
+
+char *cli_output_name(const char *dump, const char *ext)
+{
+	const char *b = strrchr(dump, '/');
+	size_t n;
+	char *s;
+
+	b = b ? b + 1 : dump;
+	n = strlen(b);
+	if (n > 4 && !strcmp(b + n - 4, ".htr"))
+		n -= 4;
+	s = malloc(n + strlen(ext) + 1);
+	if (s) {
+		memcpy(s, b, n);
+		strcpy(s + n, ext);
+	}
+	return s;
 }

@@ -34,6 +34,12 @@ int cli_usage(const char *verb, const char *fmt, ...)
  * with ':' after any '+'), as a usage error.  Returns CLI_USAGE.
  */
 int cli_bad_option(const char *verb, int c, char **argv);
+/*
+ * After getopt: checks that exactly one operand, the dump, is left
+ * (argv[optind]).  0, or -1 after the usage error that names 'synopsis'
+ * ("heaptrail report DUMP [--json]") or the operand too many.
+ */
+int cli_one_dump(const char *verb, int argc, char **argv, const char *synopsis);
 
 /* ---- option values ---------------------------------------------------- */
 /* Each returns 0, or -EINVAL for a malformed or out-of-range value. */
@@ -135,5 +141,12 @@ int cli_replay_dump(const char *path, struct dump **d, struct replay **r);
  * metacharacters in single quotes; malloc'd (NULL when out of memory).
  */
 char *cli_join_argv(char *const *argv);
+
+/*
+ * The default output file of a verb that writes one: the dump's base name
+ * with '.htr' replaced by (or, for another name, followed by) 'ext', in the
+ * current folder.  malloc'd; NULL when out of memory.
+ */
+char *cli_output_name(const char *dump, const char *ext);
 
 #endif

@@ -310,11 +310,8 @@ int cmd_clients(int argc, char **argv)
 			return cli_bad_option("clients", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("clients", "which dump? usage: heaptrail clients DUMP [--grace S] [--top N] [--json]");
-	if (optind + 1 < argc)
-		return cli_usage("clients", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("clients", argc, argv, "heaptrail clients DUMP [--grace S] [--top N] [--json]") < 0)
+		return CLI_USAGE;
 	vw.path = argv[optind];
 	d = cli_open_dump(vw.path);
 	if (!d)

@@ -156,11 +156,8 @@ int cmd_flame(int argc, char **argv)
 			return cli_bad_option("flame", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("flame", "which dump? usage: heaptrail flame DUMP [--cost COST] [--lines] [-o FILE]");
-	if (optind + 1 < argc)
-		return cli_usage("flame", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("flame", argc, argv, "heaptrail flame DUMP [--cost COST] [--lines] [-o FILE]") < 0)
+		return CLI_USAGE;
 	if (flame_open(&f, argv[optind], grace, 0) < 0) {
 		flame_close(&f);
 		return CLI_USAGE;

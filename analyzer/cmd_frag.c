@@ -714,11 +714,8 @@ int cmd_frag(int argc, char **argv)
 			return cli_bad_option("frag", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("frag", "which dump? usage: heaptrail frag DUMP [--at T] [--json]");
-	if (optind + 1 < argc)
-		return cli_usage("frag", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("frag", argc, argv, "heaptrail frag DUMP [--at T] [--json]") < 0)
+		return CLI_USAGE;
 	fc.path = argv[optind];
 	fc.top = (size_t)top;
 	/* 'end' needs no pass of its own: the replay ends there anyway */

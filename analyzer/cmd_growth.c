@@ -438,11 +438,8 @@ int cmd_growth(int argc, char **argv)
 			return cli_bad_option(verb, c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage(verb, "which dump? usage: heaptrail growth DUMP [--json] [--top N]");
-	if (optind + 1 < argc)
-		return cli_usage(verb, "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump(verb, argc, argv, "heaptrail growth DUMP [--json] [--top N]") < 0)
+		return CLI_USAGE;
 	gr.path = argv[optind];
 	gr.top = (size_t)top;
 	if (!gr.have_to)

@@ -10,25 +10,6 @@
 #include "commands.h"
 #include "html.h"
 
-/* "DIR/x.htr" -> "x.html" in the current directory, malloc'd. */
-static char *default_name(const char *dump)
-{
-	const char *b = strrchr(dump, '/');
-	size_t n;
-	char *s;
-
-	b = b ? b + 1 : dump;
-	n = strlen(b);
-	if (n > 4 && !strcmp(b + n - 4, ".htr"))
-		n -= 4;
-	s = malloc(n + sizeof(".html"));
-	if (s) {
-		memcpy(s, b, n);
-		strcpy(s + n, ".html");
-	}
-	return s;
-}
-
 /*
  * The page is written next to its final name and renamed into place when
  * complete, so a failed run never leaves half a report (or clobbers the
@@ -124,13 +105,10 @@ int cmd_html(int argc, char **argv)
 			return cli_bad_option("html", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("html", "which dump? usage: heaptrail html DUMP [-o FILE.html]");
-	if (optind + 1 < argc)
-		return cli_usage("html", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("html", argc, argv, "heaptrail html DUMP [-o FILE.html]") < 0)
+		return CLI_USAGE;
 	if (!outpath) {
-		outpath = defname = default_name(argv[optind]);
+		outpath = defname = cli_output_name(argv[optind], ".html");
 		if (!defname) {
 			cli_error("out of memory");
 			return CLI_USAGE;

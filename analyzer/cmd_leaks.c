@@ -190,11 +190,8 @@ int cmd_leaks(int argc, char **argv)
 			return cli_bad_option("leaks", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("leaks", "which dump? usage: heaptrail leaks DUMP [--top N] [--json]");
-	if (optind + 1 < argc)
-		return cli_usage("leaks", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("leaks", argc, argv, "heaptrail leaks DUMP [--top N] [--json]") < 0)
+		return CLI_USAGE;
 	lk.path = argv[optind];
 	if (cli_replay_dump(lk.path, &lk.d, &lk.r) < 0)
 		return CLI_USAGE;

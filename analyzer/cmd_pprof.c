@@ -11,25 +11,6 @@
 #include "flame.h"
 #include "pprof.h"
 
-/* "DIR/x.htr" -> "x" + ext in the current directory, malloc'd. */
-static char *default_name(const char *dump, const char *ext)
-{
-	const char *b = strrchr(dump, '/');
-	size_t n;
-	char *s;
-
-	b = b ? b + 1 : dump;
-	n = strlen(b);
-	if (n > 4 && !strcmp(b + n - 4, ".htr"))
-		n -= 4;
-	s = malloc(n + strlen(ext) + 1);
-	if (s) {
-		memcpy(s, b, n);
-		strcpy(s + n, ext);
-	}
-	return s;
-}
-
 int cmd_pprof(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -57,15 +38,12 @@ int cmd_pprof(int argc, char **argv)
 			return cli_bad_option("pprof", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("pprof", "which dump? usage: heaptrail pprof DUMP [-o FILE.pb.gz]");
-	if (optind + 1 < argc)
-		return cli_usage("pprof", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("pprof", argc, argv, "heaptrail pprof DUMP [-o FILE.pb.gz]") < 0)
+		return CLI_USAGE;
 	if (outpath && !strcmp(outpath, "-") && isatty(STDOUT_FILENO))
 		return cli_usage("pprof", "the profile is binary: redirect stdout or name a file with -o");
 	if (!outpath) {
-		outpath = defname = default_name(argv[optind], ".pb.gz");
+		outpath = defname = cli_output_name(argv[optind], ".pb.gz");
 		if (!defname) {
 			cli_error("out of memory");
 			return CLI_USAGE;

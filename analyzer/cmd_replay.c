@@ -244,11 +244,8 @@ int cmd_replay(int argc, char **argv)
 			return cli_bad_option("replay", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("replay", "which dump? usage: heaptrail replay DUMP [--allocator LIB]... [--json]");
-	if (optind + 1 < argc)
-		return cli_usage("replay", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("replay", argc, argv, "heaptrail replay DUMP [--allocator LIB]... [--json]") < 0)
+		return CLI_USAGE;
 	rc.path = argv[optind];
 
 	/* glibc first, as the reference; with no --allocator every known one installed */

@@ -443,11 +443,8 @@ int cmd_report(int argc, char **argv)
 			return cli_bad_option("report", c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage("report", "which dump? usage: heaptrail report DUMP [--top N] [--json]");
-	if (optind + 1 < argc)
-		return cli_usage("report", "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump("report", argc, argv, "heaptrail report DUMP [--top N] [--json]") < 0)
+		return CLI_USAGE;
 	rp.path = argv[optind];
 	rp.top = (size_t)top;
 	if (cli_replay_dump(rp.path, &rp.d, &rp.r) < 0)

@@ -63,6 +63,7 @@ int cmd_snapshot(int argc, char **argv)
 	};
 	struct snapshot_opts o;
 	int c, top = DEFAULT_TOP, have_at = 0, rc = CLI_USAGE;
+	char synopsis[96];
 
 	memset(&o, 0, sizeof(o));
 	o.verb = argv[0];
@@ -94,12 +95,9 @@ int cmd_snapshot(int argc, char **argv)
 	}
 	if (have_at == o.between)
 		return cli_usage(o.verb, "say when: --at T, or --between T1 T2 (not both)");
-	if (optind >= argc)
-		return cli_usage(o.verb, "which dump? usage: heaptrail %s DUMP --at T | --between T1 T2",
-				 o.verb);
-	if (optind + 1 < argc)
-		return cli_usage(o.verb, "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	snprintf(synopsis, sizeof(synopsis), "heaptrail %s DUMP --at T | --between T1 T2", o.verb);
+	if (cli_one_dump(o.verb, argc, argv, synopsis) < 0)
+		return CLI_USAGE;
 	o.path = argv[optind];
 	o.top = (size_t)top;
 	return snapshot_run(&o);

@@ -804,11 +804,8 @@ int cmd_timeline(int argc, char **argv)
 			return cli_bad_option(verb, c, argv);
 		}
 	}
-	if (optind >= argc)
-		return cli_usage(verb, "which dump? usage: heaptrail timeline DUMP [--csv | --json | --svg FILE]");
-	if (optind + 1 < argc)
-		return cli_usage(verb, "one dump at a time, not %d ('%s' ...)",
-				 argc - optind, argv[optind + 1]);
+	if (cli_one_dump(verb, argc, argv, "heaptrail timeline DUMP [--csv | --json | --svg FILE]") < 0)
+		return CLI_USAGE;
 	tl.path = argv[optind];
 	tl.top = (size_t)top;
 	if (!tl.width)
