@@ -270,48 +270,40 @@ char *gate_stack_key(struct site_ctx *sc, uint32_t stack, char **label)
 	return gs.key;
 }
 
-static void json_line(struct json *j, const char *key, int line)
+/* A kept frame as the symbolizer gave it, for site.c's JSON writers. */
+static struct sym_frame sym_frame_of(const struct gate_frame *f)
 {
-	json_key(j, key);
-	if (line > 0)
-		json_i64(j, line);
-	else
-		json_null(j);
-}
+	struct sym_frame fr = {
+		.function = f->function,
+		.file = f->file,
+		.line = f->line,
+		.module = f->module,
+		.offset = f->offset,
+		.ip = f->ip,
+		.inlined = f->inlined,
+	};
 
-static void json_hex(struct json *j, const char *key, uint64_t v)
-{
-	char buf[24];
-
-	snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
-	json_kv_str(j, key, buf);
+	return fr;
 }
 
 /* The fields of site_json_fields() (docs/json.md), from the kept strings. */
 void gate_site_json(struct json *j, const struct gate_site *s)
 {
-	const struct gate_frame *top = s->nframes ? &s->frames[s->top] : NULL;
 	size_t i;
 
-	json_kv_str(j, "function", top ? top->function : NULL);
-	json_kv_str(j, "file", top ? top->file : NULL);
-	json_line(j, "line", top ? top->line : 0);
-	json_kv_str(j, "module", top ? top->module : NULL);
+	if (s->nframes) {
+		struct sym_frame top = sym_frame_of(&s->frames[s->top]);
+
+		site_json_top(j, &top);
+	} else {
+		site_json_top(j, NULL);
+	}
 	json_key(j, "stack");
 	json_arr_begin(j);
 	for (i = 0; i < s->nframes; i++) {
-		const struct gate_frame *f = &s->frames[i];
+		struct sym_frame fr = sym_frame_of(&s->frames[i]);
 
-		json_obj_begin(j);
-		json_kv_str(j, "function", f->function);
-		json_kv_str(j, "file", f->file);
-		json_line(j, "line", f->line);
-		json_kv_str(j, "module", f->module);
-		json_hex(j, "address", f->ip);
-		json_hex(j, "offset", f->offset);
-		json_key(j, "inlined");
-		json_bool(j, f->inlined);
-		json_obj_end(j);
+		site_json_frame(j, &fr);
 	}
 	json_arr_end(j);
 }

@@ -192,33 +192,41 @@ static void json_hex(struct json *j, const char *key, uint64_t v)
 	json_kv_str(j, key, buf);
 }
 
-void site_json_fields(struct json *j, struct site_ctx *c, uint32_t stack)
+void site_json_top(struct json *j, const struct sym_frame *top)
 {
-	const struct sym_frame *top = site_top_frame(c, stack);
-	const struct dump_stack *st = dump_stack(c->dump, stack);
-
 	json_kv_str(j, "function", top ? top->function : NULL);
 	json_kv_str(j, "file", top ? top->file : NULL);
 	json_line(j, "line", top ? top->line : 0);
 	json_kv_str(j, "module", top ? top->module : NULL);
+}
+
+void site_json_frame(struct json *j, const struct sym_frame *f)
+{
+	json_obj_begin(j);
+	json_kv_str(j, "function", f->function);
+	json_kv_str(j, "file", f->file);
+	json_line(j, "line", f->line);
+	json_kv_str(j, "module", f->module);
+	json_hex(j, "address", f->ip);
+	json_hex(j, "offset", f->offset);
+	json_key(j, "inlined");
+	json_bool(j, f->inlined);
+	json_obj_end(j);
+}
+
+void site_json_fields(struct json *j, struct site_ctx *c, uint32_t stack)
+{
+	const struct dump_stack *st = dump_stack(c->dump, stack);
+
+	site_json_top(j, site_top_frame(c, stack));
 	json_key(j, "stack");
 	json_arr_begin(j);
 	for (uint32_t i = 0; st && i < st->depth; i++) {
 		const struct sym_frame *fr;
 		size_t n = sym_resolve(c->sym, &st->frames[i], &fr);
 
-		for (size_t k = 0; k < n; k++) {
-			json_obj_begin(j);
-			json_kv_str(j, "function", fr[k].function);
-			json_kv_str(j, "file", fr[k].file);
-			json_line(j, "line", fr[k].line);
-			json_kv_str(j, "module", fr[k].module);
-			json_hex(j, "address", fr[k].ip);
-			json_hex(j, "offset", fr[k].offset);
-			json_key(j, "inlined");
-			json_bool(j, fr[k].inlined);
-			json_obj_end(j);
-		}
+		for (size_t k = 0; k < n; k++)
+			site_json_frame(j, &fr[k]);
 	}
 	json_arr_end(j);
 }

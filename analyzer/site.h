@@ -27,6 +27,12 @@ struct site_ctx {
 };
 
 void site_json_fields(struct json *j, struct site_ctx *c, uint32_t stack);
+/*
+ * Its parts, for sites whose frames are kept elsewhere (gate.h): the top
+ * frame's four fields (all null for no frame), and one object of "stack".
+ */
+void site_json_top(struct json *j, const struct sym_frame *top);
+void site_json_frame(struct json *j, const struct sym_frame *f);
 
 /*
  * Text: the top frame as "function (file:line)" or "module+0xoff", then up
