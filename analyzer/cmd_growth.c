@@ -9,6 +9,7 @@
 #include "chart.h"
 #include "cli.h"
 #include "commands.h"
+#include "dumpjson.h"
 #include "json.h"
 #include "livedump.h"
 #include "site.h"
@@ -274,15 +275,7 @@ static void growth_json(struct growth *gr)
 		json_kv_u64(&j, "late_mean_bytes", (uint64_t)(g->late_mean + 0.5));
 		json_kv_u64(&j, "window_allocations", s->window_allocs);
 		/* the figures of 'report --json', at the window's end */
-		json_kv_u64(&j, "leaked_bytes", g->st->live_bytes);
-		json_kv_u64(&j, "leaked_blocks", g->st->live_blocks);
-		json_kv_u64(&j, "peak_bytes", g->st->peak_bytes);
-		json_kv_u64(&j, "max_live_bytes", g->st->max_live_bytes);
-		json_kv_u64(&j, "allocations", g->st->allocations);
-		json_kv_u64(&j, "allocated_bytes", g->st->allocated_bytes);
-		json_kv_u64(&j, "frees", g->st->frees);
-		json_kv_u64(&j, "temporary", g->st->temporary);
-		json_kv_u64(&j, "mismatches", g->st->mismatches);
+		dumpjson_site_figures(&j, g->st);
 		json_kv_u64(&j, "temporary_by_time", s->temp_time);
 		json_kv_u64(&j, "temporary_by_allocations", s->temp_allocs);
 		json_kv_double(&j, "first_allocation_seconds", (double)s->first / 1e9);

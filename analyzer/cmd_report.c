@@ -339,15 +339,7 @@ static void json_site(struct json *j, struct report *rp,
 {
 	json_obj_begin(j);
 	site_json_fields(j, &rp->sc, s->stack);
-	json_kv_u64(j, "leaked_bytes", s->live_bytes);
-	json_kv_u64(j, "leaked_blocks", s->live_blocks);
-	json_kv_u64(j, "peak_bytes", s->peak_bytes);
-	json_kv_u64(j, "max_live_bytes", s->max_live_bytes);
-	json_kv_u64(j, "allocations", s->allocations);
-	json_kv_u64(j, "allocated_bytes", s->allocated_bytes);
-	json_kv_u64(j, "frees", s->frees);
-	json_kv_u64(j, "temporary", s->temporary);
-	json_kv_u64(j, "mismatches", s->mismatches);
+	dumpjson_site_figures(j, s);
 	if (replay_totals(rp->r)->have_reach)
 		reach_class_json_fields(j, s->reach_bytes);
 	json_obj_end(j);

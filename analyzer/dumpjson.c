@@ -1,4 +1,4 @@
-/* dumpjson.c - a dump's process and totals as JSON, shared by report, html and timeline */
+/* dumpjson.c - a dump's process, totals and site figures as JSON, shared by the verbs */
 #include "dumpjson.h"
 #include "reachclass.h"
 
@@ -91,4 +91,17 @@ void dumpjson_totals(struct json *j, struct replay *r,
 		json_null(j);
 	json_obj_end(j);
 	json_obj_end(j);
+}
+
+void dumpjson_site_figures(struct json *j, const struct site_stats *s)
+{
+	json_kv_u64(j, "leaked_bytes", s->live_bytes);
+	json_kv_u64(j, "leaked_blocks", s->live_blocks);
+	json_kv_u64(j, "peak_bytes", s->peak_bytes);
+	json_kv_u64(j, "max_live_bytes", s->max_live_bytes);
+	json_kv_u64(j, "allocations", s->allocations);
+	json_kv_u64(j, "allocated_bytes", s->allocated_bytes);
+	json_kv_u64(j, "frees", s->frees);
+	json_kv_u64(j, "temporary", s->temporary);
+	json_kv_u64(j, "mismatches", s->mismatches);
 }

@@ -1,4 +1,4 @@
-/* dumpjson.h - a dump's process and totals as JSON, shared by report, html and timeline */
+/* dumpjson.h - a dump's process, totals and site figures as JSON, shared by the verbs */
 #ifndef HT_DUMPJSON_H
 #define HT_DUMPJSON_H
 
@@ -27,5 +27,12 @@ void dumpjson_process(struct json *j, const struct dump_process *p, unsigned fla
 /* Writes "totals": {...}; 'r' is read only with DUMPJSON_REACH. */
 void dumpjson_totals(struct json *j, struct replay *r,
 		     const struct replay_totals *t, unsigned flags);
+
+/*
+ * A site's figures as 'report --json' names them ("leaked_bytes" ...
+ * "mismatches"), into the site's open object; growth and the HTML report
+ * write them the same way.
+ */
+void dumpjson_site_figures(struct json *j, const struct site_stats *s);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dumpjson.h"
 #include "frag_map.h"
 #include "html_internal.h"
 
@@ -262,15 +263,7 @@ static int site_json(struct html *h, struct ftab *t, const struct site_stats *s)
 	}
 	json_arr_end(j);
 	json_kv_i64(j, "top", topi);
-	json_kv_u64(j, "leaked_bytes", s->live_bytes);
-	json_kv_u64(j, "leaked_blocks", s->live_blocks);
-	json_kv_u64(j, "peak_bytes", s->peak_bytes);
-	json_kv_u64(j, "max_live_bytes", s->max_live_bytes);
-	json_kv_u64(j, "allocations", s->allocations);
-	json_kv_u64(j, "allocated_bytes", s->allocated_bytes);
-	json_kv_u64(j, "frees", s->frees);
-	json_kv_u64(j, "temporary", s->temporary);
-	json_kv_u64(j, "mismatches", s->mismatches);
+	dumpjson_site_figures(j, s);
 	json_kv_u64(j, "residue_bytes", flame_site_cost(&h->f, s, FLAME_RESIDUE));
 	json_key(j, "growth");
 	if (g) {
