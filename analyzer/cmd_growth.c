@@ -352,6 +352,18 @@ static int parse_ms(const char *s, double *ms)
 	return *end || !(*ms >= 0) || *ms > 1e9 ? -1 : 0;
 }
 
+/* One pass of --follow (live_follow). */
+static int growth_pass(void *arg, int *ended)
+{
+	struct growth *gr = arg;
+	int rc = growth_once(gr);
+
+	/* until the writer's end record, or its process is gone */
+	*ended = !gr->scan.live || gr->scan.end_how;
+	growth_release(gr);
+	return rc;
+}
+
 int cmd_growth(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -442,22 +454,5 @@ int cmd_growth(int argc, char **argv)
 		growth_release(&gr);
 		return rc;
 	}
-	live_follow_signals();
-	if (live_wait_for_file(gr.path, interval) < 0)
-		return 0;
-	for (;;) {
-		int ended;
-
-		if (!gr.json && isatty(STDOUT_FILENO))
-			printf("\033[H\033[2J");
-		rc = growth_once(&gr);
-		/* until the writer's end record, or its process is gone */
-		ended = rc || !gr.scan.live || gr.scan.end_how;
-		growth_release(&gr);
-		if (ended || live_follow_sleep(interval) < 0)
-			break;
-		if (!gr.json)
-			printf("\n");
-	}
-	return rc;
+	return live_follow(gr.path, interval, !gr.json, growth_pass, &gr);
 }

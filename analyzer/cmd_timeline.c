@@ -719,6 +719,18 @@ static int timeline_once(struct timeline *tl)
 	return rc;
 }
 
+/* One pass of --follow (live_follow). */
+static int timeline_pass(void *arg, int *ended)
+{
+	struct timeline *tl = arg;
+	int rc = timeline_once(tl);
+
+	/* until the writer's end record, or its process is gone */
+	*ended = !tl->scan.live || tl->scan.end_how;
+	timeline_release(tl);
+	return rc;
+}
+
 int cmd_timeline(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -817,22 +829,6 @@ int cmd_timeline(int argc, char **argv)
 		timeline_release(&tl);
 		return rc;
 	}
-	live_follow_signals();
-	if (live_wait_for_file(tl.path, interval) < 0)
-		return 0;
-	for (;;) {
-		int ended;
-
-		if (tl.out == OUT_TEXT && !tl.svg && isatty(STDOUT_FILENO))
-			printf("\033[H\033[2J");
-		rc = timeline_once(&tl);
-		/* until the writer's end record, or its process is gone */
-		ended = rc || !tl.scan.live || tl.scan.end_how;
-		timeline_release(&tl);
-		if (ended || live_follow_sleep(interval) < 0)
-			break;
-		if (tl.out == OUT_TEXT && !tl.svg)
-			printf("\n");
-	}
-	return rc;
+	return live_follow(tl.path, interval, tl.out == OUT_TEXT && !tl.svg,
+			   timeline_pass, &tl);
 }

@@ -123,3 +123,25 @@ int live_wait_for_file(const char *path, uint64_t ns)
 	}
 	return 0;	/* a file that is no dump is reported by the caller */
 }
+
+int live_follow(const char *path, uint64_t ns, int text,
+		int (*pass)(void *arg, int *ended), void *arg)
+{
+	int rc = 0;
+
+	live_follow_signals();
+	if (live_wait_for_file(path, ns) < 0)
+		return 0;
+	for (;;) {
+		int ended = 0;
+
+		if (text && isatty(STDOUT_FILENO))
+			printf("\033[H\033[2J");
+		rc = pass(arg, &ended);
+		if (rc || ended || live_follow_sleep(ns) < 0)
+			break;
+		if (text)
+			printf("\n");
+	}
+	return rc;
+}

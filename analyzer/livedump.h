@@ -46,4 +46,15 @@ int live_follow_stopped(void);
  */
 int live_wait_for_file(const char *path, uint64_t ns);
 
+/*
+ * --follow: waits for 'path' (live_wait_for_file), then calls 'pass' every
+ * 'ns' until a pass fails, the dump is complete (the pass sets *ended when
+ * its writer wrote the end record or is gone) or SIGINT/SIGTERM arrives.
+ * With 'text', the screen of a terminal is cleared before each pass and
+ * passes are separated by an empty line.  Returns the last pass's result,
+ * or 0 when interrupted before the first.
+ */
+int live_follow(const char *path, uint64_t ns, int text,
+		int (*pass)(void *arg, int *ended), void *arg);
+
 #endif
