@@ -199,22 +199,13 @@ def run_watched(argv, env, cwd, rss):
                       time.monotonic() - start)
 
 
-def site_figures(stdout):
-    sites = {}
-    for line in check.text(stdout).splitlines():
-        p = line.split()
-        if len(p) == 6 and p[0] == "site":
-            sites[p[1]] = (int(p[3]), int(p[5]))
-    return sites
-
-
 def check_dump(label, res, dump):
     T.eq(label + ": exit status", res.returncode, 0)
     T.eq(label + ": nothing on stderr", check.text(res.stderr), "")
     doc = rel.clean_dump(T, label, dump, "exit")
     if doc is None:
         return None, None
-    sites = site_figures(res.stdout)
+    sites = rel.site_facts(res.stdout)
     for name in SITES:
         T.eq("%s: allocations at %s" % (label, name),
              rel.site_sum(doc, name, "allocations"), sites[name][0])

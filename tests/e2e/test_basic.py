@@ -675,10 +675,7 @@ def main():
         test_install()
         test_real_programs()
     finally:
-        if os.environ.get("KEEP_TEST_FILES"):
-            print("# test files kept in %s" % WORK)
-        else:
-            shutil.rmtree(WORK, ignore_errors=True)
+        check.clean_up(WORK)
     T.finish()
 
 

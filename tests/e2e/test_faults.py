@@ -324,18 +324,10 @@ def main():
     cases = [("disk full", case_disk_full), ("unwritable", case_unwritable),
              ("sigkill", case_sigkill), ("ulimit", case_ulimit),
              ("bad values", case_bad_values)]
-    only = os.environ.get("FAULTS_ONLY")
     try:
-        for name, fn in cases:
-            if only and name not in only.split(","):
-                continue
-            with T.case(name):
-                fn()
+        rel.run_cases(T, cases, "FAULTS_ONLY")
     finally:
-        if os.environ.get("KEEP_TEST_FILES"):
-            print("# test files kept in %s" % WORK)
-        else:
-            shutil.rmtree(WORK, ignore_errors=True)
+        check.clean_up(WORK)
     T.finish()
 
 

@@ -680,10 +680,7 @@ def main():
         test_statuses()
         test_diff()
     finally:
-        if os.environ.get("KEEP_TEST_FILES"):
-            print("# test files kept in %s" % WORK)
-        else:
-            shutil.rmtree(WORK, ignore_errors=True)
+        check.clean_up(WORK)
     T.finish()
 
 

@@ -527,18 +527,10 @@ def main():
     cases = [("python3", case_python), ("sqlite3", case_sqlite), ("git", case_git),
              ("redis-server", case_redis), ("memcached", case_memcached),
              ("rel_exceptions", case_exceptions), ("rel_jemalloc", case_jemalloc)]
-    only = os.environ.get("MATRIX_ONLY")
     try:
-        for name, fn in cases:
-            if only and name not in only.split(","):
-                continue
-            with T.case(name):
-                fn()
+        rel.run_cases(T, cases, "MATRIX_ONLY")
     finally:
-        if os.environ.get("KEEP_TEST_FILES"):
-            print("# test files kept in %s" % WORK)
-        else:
-            shutil.rmtree(WORK, ignore_errors=True)
+        check.clean_up(WORK)
     T.finish()
 
 

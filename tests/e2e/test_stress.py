@@ -25,7 +25,6 @@ checked against what the target itself counted and printed:
 """
 
 import os
-import shutil
 import sys
 import tempfile
 
@@ -81,18 +80,8 @@ def pair(label, argv, env=None, end_how=None, clean=True):
 CHURN_SITES = ("churn_malloc", "churn_calloc", "churn_realloc", "churn_aligned", "churn_leak")
 
 
-def churn_facts(stdout):
-    """'site NAME allocations N bytes B' lines."""
-    sites = {}
-    for line in check.text(stdout).splitlines():
-        p = line.split()
-        if len(p) == 6 and p[0] == "site":
-            sites[p[1]] = (int(p[3]), int(p[5]))
-    return sites
-
-
 def check_churn(label, plain, doc):
-    sites = churn_facts(plain.stdout)
+    sites = rel.site_facts(plain.stdout)
     T.eq(label + ": the program counted every site", sorted(sites), sorted(CHURN_SITES))
     for name, (n, nbytes) in sorted(sites.items()):
         T.eq("%s: allocations at %s" % (label, name), rel.site_sum(doc, name, "allocations"), n)
@@ -254,18 +243,10 @@ def main():
     cases = [("churn", case_churn), ("fork", case_fork), ("dlopen", case_dlopen),
              ("signals", case_signals), ("exit-locked", case_exit_locked),
              ("thread exit", case_thread_exit), ("deep", case_deep)]
-    only = os.environ.get("STRESS_ONLY")
     try:
-        for name, fn in cases:
-            if only and name not in only.split(","):
-                continue
-            with T.case(name):
-                fn()
+        rel.run_cases(T, cases, "STRESS_ONLY")
     finally:
-        if os.environ.get("KEEP_TEST_FILES"):
-            print("# test files kept in %s" % WORK)
-        else:
-            shutil.rmtree(WORK, ignore_errors=True)
+        check.clean_up(WORK)
     T.finish()
 
 

@@ -120,6 +120,15 @@ def fresh_dir(work, name):
     return d
 
 
+def clean_up(work):
+    """Removes a script's scratch folder WORK at its end; with
+    KEEP_TEST_FILES set it is kept, and the script says where."""
+    if os.environ.get("KEEP_TEST_FILES"):
+        print("# test files kept in %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run_with_truth(suite, exe, d, env=None, how=None):
     """Runs EXE in folder D under the shim ('how': record, the default, or
     preload) with TRUTH_OUT set; checks that it exits 0 and returns (dump,

@@ -130,6 +130,17 @@ def output_facts(stdout):
     return facts
 
 
+def site_facts(stdout):
+    """'site NAME allocations N bytes B' lines of a target's output as
+    {NAME: (N, B)}."""
+    sites = {}
+    for line in check.text(stdout).splitlines():
+        p = line.split()
+        if len(p) == 6 and p[0] == "site":
+            sites[p[1]] = (int(p[3]), int(p[5]))
+    return sites
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -149,3 +160,14 @@ def wait_port(port, proc, tries=2400):
                 return False
             time.sleep(0.05)
     return False
+
+
+def run_cases(T, cases, only_var):
+    """Runs each (name, function) of CASES as a case of suite T; the
+    environment variable ONLY_VAR ("a,b") runs only the cases it names."""
+    only = os.environ.get(only_var)
+    for name, fn in cases:
+        if only and name not in only.split(","):
+            continue
+        with T.case(name):
+            fn()
