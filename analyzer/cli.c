@@ -137,62 +137,59 @@ static int parse_number(const char *s, double *v, const char **rest)
 	return 0;
 }
 
+struct unit {
+	const char *name;
+	double mult;
+};
+
+/*
+ * A number and one of 'units' after it, rounded to a whole count of the
+ * smallest unit.  With 'any_case' (sizes: "KiB") the unit matches in any
+ * case; otherwise only as the table spells it (durations).
+ */
+static int parse_with_unit(const char *s, const struct unit *units, size_t n,
+			   int any_case, uint64_t *out)
+{
+	const char *rest;
+	double v;
+	size_t i;
+
+	if (parse_number(s, &v, &rest) < 0)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (any_case ? strcasecmp(rest, units[i].name) : strcmp(rest, units[i].name))
+			continue;
+		v *= units[i].mult;
+		if (v >= 18446744073709551615.0)
+			return -EINVAL;
+		*out = (uint64_t)(v + 0.5);
+		return 0;
+	}
+	return -EINVAL;
+}
+
 int cli_parse_size(const char *s, uint64_t *bytes)
 {
-	static const struct {
-		const char *unit;
-		double mult;
-	} units[] = {
+	static const struct unit units[] = {
 		{ "", 1 }, { "b", 1 }, { "byte", 1 }, { "bytes", 1 },
 		{ "k", 1024.0 }, { "kib", 1024.0 }, { "kb", 1e3 },
 		{ "m", 1048576.0 }, { "mib", 1048576.0 }, { "mb", 1e6 },
 		{ "g", 1073741824.0 }, { "gib", 1073741824.0 }, { "gb", 1e9 },
 		{ "t", 1099511627776.0 }, { "tib", 1099511627776.0 }, { "tb", 1e12 },
 	};
-	const char *rest;
-	double v;
-	size_t i;
 
-	if (parse_number(s, &v, &rest) < 0)
-		return -EINVAL;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcasecmp(rest, units[i].unit))
-			continue;
-		v *= units[i].mult;
-		if (v >= 18446744073709551615.0)
-			return -EINVAL;
-		*bytes = (uint64_t)(v + 0.5);
-		return 0;
-	}
-	return -EINVAL;
+	return parse_with_unit(s, units, sizeof(units) / sizeof(units[0]), 1, bytes);
 }
 
 int cli_parse_seconds(const char *s, uint64_t *ns)
 {
-	static const struct {
-		const char *unit;
-		double mult;
-	} units[] = {
+	static const struct unit units[] = {
 		{ "", 1e9 }, { "s", 1e9 }, { "sec", 1e9 }, { "ms", 1e6 },
 		{ "us", 1e3 }, { "ns", 1 }, { "m", 60e9 }, { "min", 60e9 },
 		{ "h", 3600e9 },
 	};
-	const char *rest;
-	double v;
-	size_t i;
 
-	if (parse_number(s, &v, &rest) < 0)
-		return -EINVAL;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(rest, units[i].unit))
-			continue;
-		v *= units[i].mult;
-		if (v >= 18446744073709551615.0)
-			return -EINVAL;
-		*ns = (uint64_t)(v + 0.5);
-		return 0;
-	}
-	return -EINVAL;
+	return parse_with_unit(s, units, sizeof(units) / sizeof(units[0]), 0, ns);
 }
 
 int cli_parse_time(const char *s, struct cli_time *t)
