@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """run.py - the heaptrail benchmark: plain vs heaptrail vs heaptrack, side by side.
 
-usage: bench/run.py [--quick] [--build DIR] [--runs N] [--only NAME,...]
+usage: bench/run.py [--quick] [--build DIR] [--runs N] [--only NAME,...] [--keep-dumps]
 
 Every measurement alternates its configurations (A B C A B C ...): one
 warm-up round, then --runs counted rounds (5 by default, 3 with --quick),
-so a slow minute on a shared machine hits every configuration alike.  Wall
-time is measured around fork+exec+wait of the command; peak RSS is the
-child's ru_maxrss from wait4() (for heaptrack: the largest of its processes).
+so a slow minute on a shared machine hits every configuration alike; rounds
+that other processes disturbed are measured again (see measure()).  Wall
+time, CPU time and peak RSS come from the launcher bench/spawn.c (for
+heaptrack, peak RSS is that of its largest process).
 
 Prints a table and the issue-8 targets with PASS/FAIL, and writes
-DIR/bench/results.json.  Exits 0 unless a run crashed or a profiler's event
-counts disagree with what the workload says it did (exit 1), so a failed
-target never breaks the build but a broken profiler does.
+DIR/bench/results.json.  Exits 0 unless a run crashed, hung, printed
+something different from plain, or a profiler's event counts disagree with
+what the workload says it did (exit 1): a missed target never breaks the
+build, a broken profiler does.  The dumps in DIR/bench/dumps are deleted at
+the end unless --keep-dumps or something went wrong.
 
 The workload binaries are built by `make bench` (bench/bench.mk) into
 DIR/bench/; see docs/performance.md for what each one does.
@@ -48,9 +51,8 @@ MT_OPS = 2000000
 TIMEOUT_S = 300
 
 # A round of runs during which other processes used more than this many
-# cores (CPU time not ours, over wall time) is measured again, at most
-# --runs times per measurement (the least disturbed rounds count): the
-# machine is shared.
+# cores (CPU time not ours, over wall time) is measured again, up to
+# runs + runs/2 + 1 rounds in all, of which the least disturbed count.
 FOREIGN_LIMIT = 0.25
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -820,6 +822,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="about one minute")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--runs", type=int, default=0, help="counted runs per config")
+    ap.add_argument("--keep-dumps", action="store_true",
+                    help="keep the dumps of the last runs in DIR/bench/dumps")
     ap.add_argument("--only", default="",
                     help="comma-separated: mtmalloc,mtmalloc-8t,cxxchurn,sqlite3,python3,"
                     "sampling,fp,analyzer,shim-memory")
@@ -857,6 +861,12 @@ def main():
         f.write("\n")
     b.print_report()
     print("elapsed %.0f s" % b.results["elapsed_s"])
+    if not args.keep_dumps and not b.errors:
+        # Several hundred MB; rerun with --keep-dumps to look at them.  After
+        # an error they stay, for the commands the error names.
+        for f in glob.glob(os.path.join(b.dumps, "*.htr*")) + glob.glob(
+                os.path.join(b.dumps, "*.htk*")):
+            os.unlink(f)
     return 1 if b.errors else 0
 
 
