@@ -332,6 +332,22 @@ static char *proc_name(const struct dump_process *dp)
 	return s;
 }
 
+/*
+ * Which process the dump is of, for gate_dump_peek() and gate_dump_read().
+ * Out of memory leaves path or name NULL, or sets *oom for exe.
+ */
+static void identify(struct gate_proc *p, const char *path,
+		     const struct dump_process *dp, int *oom)
+{
+	p->path = strdup(path);
+	p->pid = dp->pid;
+	p->ppid = dp->ppid;
+	p->exe = dup_or_null(dp->exe, oom);
+	p->cmdline = dp->argv ? cli_join_argv(dp->argv) : NULL;
+	p->name = proc_name(dp);
+	p->flags = dp->flags;
+}
+
 int gate_dump_peek(const char *path, struct gate_proc *p)
 {
 	struct dump *d = cli_open_dump(path);
@@ -342,13 +358,7 @@ int gate_dump_peek(const char *path, struct gate_proc *p)
 	if (!d)
 		return -1;
 	dp = dump_process(d);
-	p->path = strdup(path);
-	p->pid = dp->pid;
-	p->ppid = dp->ppid;
-	p->exe = dup_or_null(dp->exe, &oom);
-	p->cmdline = dp->argv ? cli_join_argv(dp->argv) : NULL;
-	p->name = proc_name(dp);
-	p->flags = dp->flags;
+	identify(p, path, dp, &oom);
 	dump_close(d);
 	if (oom || !p->path || !p->name) {
 		cli_error("cannot read '%s': out of memory", path);
@@ -394,13 +404,7 @@ int gate_dump_read(const char *path, const struct gate_dump_opts *o,
 	t = replay_totals(r);
 	dp = dump_process(d);
 
-	p->path = strdup(path);
-	p->pid = dp->pid;
-	p->ppid = dp->ppid;
-	p->exe = dup_or_null(dp->exe, &oom);
-	p->cmdline = dp->argv ? cli_join_argv(dp->argv) : NULL;
-	p->name = proc_name(dp);
-	p->flags = dp->flags;
+	identify(p, path, dp, &oom);
 	p->end_how = t->end_how;
 	p->end_status = t->end_status;
 	p->warning = dup_or_null(dump_warning(d), &oom);
