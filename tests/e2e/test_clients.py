@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
 import check  # noqa: E402
+import reliability as rel  # noqa: E402
 from check import Skip  # noqa: E402
 
 T = check.Suite("clients")
@@ -225,14 +226,6 @@ def case_bad_usage():
 
 # --- redis ------------------------------------------------------------------
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def redis_cmd(port, *args):
     """One command on a new connection (RESP); returns the raw reply."""
     s = socket.create_connection(("127.0.0.1", port))
@@ -260,7 +253,7 @@ def case_redis():
     bench = shutil.which("redis-benchmark")
     if not server or not bench:
         raise Skip("redis-server or redis-benchmark is not installed")
-    port = free_port()
+    port = rel.free_port()
     dump = os.path.join(WORK, "redis.htr")
     log = os.path.join(WORK, "redis.log")
     argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
