@@ -191,6 +191,7 @@ class Bench:
                     continue
                 tag = "%s-%s" % (name, cfg["name"])
                 cargv, env, dump = self.config_argv_env(cfg, argv, env_extra, tag)
+                shown = cargv + (["<", stdin] if stdin else [])	# for error messages
                 self.remove_dumps(dump)
                 out = os.path.join(self.dumps, tag + ".out")
                 err = os.path.join(self.dumps, tag + ".err")
@@ -198,7 +199,7 @@ class Bench:
                 wall, rss, status, cpu = self.spawn(cargv, env, stdin, out, err)
                 foreign = max(0.0, cpu_busy_seconds() - busy0 - cpu) / wall
                 if status != 0:
-                    self.fail(name, cfg, cargv, env, status, err)
+                    self.fail(name, cfg, shown, env, status, err)
                     st["failed"] = True
                     continue
                 with open(out, "rb") as f:
@@ -206,7 +207,7 @@ class Bench:
                 if cfg["kind"] == "plain" and ref_out is None:
                     ref_out = text
                 elif cfg["kind"] == "heaptrail" and ref_out is not None and text != ref_out:
-                    self.error(name, cfg["name"], cargv, env,
+                    self.error(name, cfg["name"], shown, env,
                                "stdout differs from the plain run's (%d vs %d bytes)"
                                % (len(text), len(ref_out)))
                     st["failed"] = True
@@ -214,7 +215,7 @@ class Bench:
                 st["stdout"] = text.decode("utf-8", "replace")[-300:]
                 found = self.find_dump(dump, cfg["kind"])
                 if dump and not found:
-                    self.error(name, cfg["name"], cargv, env, "no dump file was written")
+                    self.error(name, cfg["name"], shown, env, "no dump file was written")
                     st["failed"] = True
                     continue
                 if found and keep_dumps:
