@@ -1,7 +1,7 @@
 # bench/bench.mk - `make bench`: build the workloads, run bench/run.py
 #
-#   make bench            about 4 minutes: every workload, 1 warm-up + 5 runs
-#   make bench QUICK=1    about 1 minute: 3 runs, heaptrack on mtmalloc only
+#   make bench            4-7 minutes: every workload, 1 warm-up + 5 runs
+#   make bench QUICK=1    1-2 minutes: 3 runs, heaptrack on mtmalloc only
 #
 # Prints the table and the issue-8 targets; writes $(BUILD)/bench/results.json.
 # See docs/performance.md.
