@@ -309,6 +309,8 @@ static inline const uint8_t *get_u(const uint8_t *p, const uint8_t *end,
 	p += len_;							\
 } while (0)
 
+#define PTR_DELTA(v) (units ? htr_ptr_delta(v) : htr_unzigzag(v))
+
 static inline int api_ok(unsigned api)
 {
 	return api >= 1 && api < HTR_API_COUNT;
@@ -324,6 +326,9 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 {
 	const uint8_t *p = c->p, *end = c->end, *ev0 = NULL;
 	uint64_t t = c->time, prev = c->prev_ptr, dt, v, v2, size, extra, stack, sub;
+	/* the compact encodings the shim announces in the process record */
+	unsigned tshift = d->proc.flags & HTR_PF_TIME_TICKS ? HTR_TICK_SHIFT : 0;
+	int units = !!(d->proc.flags & HTR_PF_PTR_UNITS);
 	struct head *h = &c->h;
 	const char *what = "an event runs off the end of its chunk";
 	int ret;
@@ -376,8 +381,8 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 			GETU(stack);
 			if (!api_ok(api) || stack > UINT32_MAX)
 				goto bad_field;
-			t += dt;
-			prev += (uint64_t)htr_unzigzag(v);
+			t += dt << tshift;
+			prev += (uint64_t)PTR_DELTA(v);
 			h->kind = DUMP_ALLOC;
 			h->cls = CLS_ALLOC;
 			h->api = (uint8_t)api;
@@ -395,8 +400,8 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 			GETU(v);
 			if (!api_ok(api))
 				goto bad_field;
-			t += dt;
-			prev += (uint64_t)htr_unzigzag(v);
+			t += dt << tshift;
+			prev += (uint64_t)PTR_DELTA(v);
 			h->kind = DUMP_FREE;
 			h->cls = CLS_FREE;
 			h->api = (uint8_t)api;
@@ -420,19 +425,19 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 			GETU(stack);
 			if (!api_ok(api) || stack > UINT32_MAX)
 				goto bad_field;
-			t1 = t + dt;
-			t = t1 + dt2;
+			t1 = t + (dt << tshift);
+			t = t1 + (dt2 << tshift);
 			h->kind = DUMP_FREE;
 			h->cls = CLS_FREE;
 			h->api = (uint8_t)api;
 			h->time = t1;
-			h->ptr = prev + (uint64_t)htr_unzigzag(v);
+			h->ptr = prev + (uint64_t)PTR_DELTA(v);
 			h->old_ptr = 0;
 			h->size = h->usable = 0;
 			h->stack = 0;
 			h->client = c->client;
 			h->text = NULL;
-			prev = h->ptr + (uint64_t)htr_unzigzag(v2);
+			prev = h->ptr + (uint64_t)PTR_DELTA(v2);
 			c->r = *h;
 			c->r.kind = DUMP_ALLOC;
 			c->r.cls = CLS_ALLOC;
@@ -464,7 +469,7 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 		case HTR_EV_CONTROL:
 			GETU(dt);
 			GETU(sub);
-			t += dt;
+			t += dt << tshift;
 			h->time = t;
 			h->cls = CLS_ALLOC;
 			h->api = 0;
@@ -513,7 +518,7 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 				GETU(stack);
 				if (stack > UINT32_MAX)
 					goto bad_field;
-				prev += (uint64_t)htr_unzigzag(v);
+				prev += (uint64_t)PTR_DELTA(v);
 				h->ptr = prev;
 				h->size = h->usable = size;
 				h->stack = (uint32_t)stack;
@@ -522,7 +527,7 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 			case HTR_SUB_POOL_FREE:
 				GETU(h->id);
 				GETU(v);
-				prev += (uint64_t)htr_unzigzag(v);
+				prev += (uint64_t)PTR_DELTA(v);
 				h->ptr = prev;
 				h->cls = CLS_FREE;
 				h->kind = DUMP_POOL_FREE;

@@ -214,6 +214,20 @@ enum htr_unwind { HTR_UNWIND_LIBUNWIND = 0, HTR_UNWIND_FP = 1 };
 /* HTR_REC_PROCESS flags */
 #define HTR_PF_FOLLOWED_FORK 1u	/* this image is a forked child */
 #define HTR_PF_AFTER_EXEC 2u	/* this image replaced an earlier one (exec) */
+/*
+ * Compact chunk encodings (the shim sets both; a dump without them uses the
+ * plain ones above):
+ * HTR_PF_TIME_TICKS: every time delta inside a chunk (dt, dt2) counts ticks
+ *   of 1 << HTR_TICK_SHIFT ns; a chunk's base_time stays in ns and is a
+ *   multiple of the tick.  Event times are rounded down to the tick; a
+ *   tick is far shorter than any hand-over of a block between threads.
+ * HTR_PF_PTR_UNITS: every pointer delta inside a chunk ("ptr s" fields of
+ *   events and pool control events) is htr_put_ptr()'s encoding: 16-byte
+ *   units when the delta is a multiple of 16, bytes otherwise.
+ */
+#define HTR_PF_TIME_TICKS 4u
+#define HTR_PF_PTR_UNITS 8u
+#define HTR_TICK_SHIFT 6
 
 enum htr_lost {
 	HTR_LOST_DISK = 1,	/* the output could not be written (disk full, I/O error) */

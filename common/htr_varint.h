@@ -67,4 +67,23 @@ static inline const uint8_t *htr_get_s64(const uint8_t *p, const uint8_t *end,
 	return p;
 }
 
+/*
+ * Pointer deltas under HTR_PF_PTR_UNITS: allocators hand out 16-byte aligned
+ * blocks, so most deltas are multiples of 16; those are written in units of
+ * 16 (low bit 0), the rest in bytes (low bit 1).
+ */
+static inline uint8_t *htr_put_ptr(uint8_t *p, int64_t delta)
+{
+	if (!(delta & 15))
+		return htr_put_u64(p, htr_zigzag(delta / 16) << 1);
+	return htr_put_u64(p, htr_zigzag(delta) << 1 | 1);
+}
+
+static inline int64_t htr_ptr_delta(uint64_t v)
+{
+	if (v & 1)
+		return htr_unzigzag(v >> 1);
+	return (int64_t)((uint64_t)htr_unzigzag(v >> 1) << 4);
+}
+
 #endif

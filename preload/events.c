@@ -16,7 +16,7 @@ static uint8_t *put_stack(uint8_t *p, uint32_t id, const struct ht_capture *c)
 		if (i == 0)
 			p = htr_put_u64(p, c->ips[0]);
 		else
-			p = htr_put_s64(p, (int64_t)(c->ips[i] - prev));
+			p = htr_put_s64(p, (int64_t)(c->ips[i] - prev));	/* ips: plain */
 		prev = c->ips[i];
 	}
 	return p;
@@ -59,7 +59,7 @@ void ev_alloc(unsigned api, void *ptr, size_t size, const struct ht_capture *c)
 		p = put_stack(p, id, c);
 	*p++ = HTR_EV_BYTE(HTR_EV_ALLOC, api);
 	p = htr_put_u64(p, thread_delta(t, ht_now()));
-	p = htr_put_s64(p, (int64_t)((uintptr_t)ptr - thread_last_ptr(t)));
+	p = htr_put_ptr(p, (int64_t)((uintptr_t)ptr - thread_last_ptr(t)));
 	p = htr_put_u64(p, size);
 	p = htr_put_u64(p, extra);
 	p = htr_put_u64(p, id);
@@ -84,7 +84,7 @@ void ev_free(unsigned api, void *ptr)
 	p = thread_pos(t);
 	*p++ = HTR_EV_BYTE(HTR_EV_FREE, api);
 	p = htr_put_u64(p, thread_delta(t, ht_now()));
-	p = htr_put_s64(p, (int64_t)((uintptr_t)ptr - thread_last_ptr(t)));
+	p = htr_put_ptr(p, (int64_t)((uintptr_t)ptr - thread_last_ptr(t)));
 	thread_commit(t, p, (uintptr_t)ptr);
 	thread_end(t);
 }
@@ -123,7 +123,7 @@ void ev_realloc_end(struct ev_realloc_ctx *x, unsigned api, void *old,
 	} else if (!old) {
 		*p++ = HTR_EV_BYTE(HTR_EV_ALLOC, api);
 		p = htr_put_u64(p, thread_delta(t, ht_now()));
-		p = htr_put_s64(p, (int64_t)((uintptr_t)new_ptr - last));
+		p = htr_put_ptr(p, (int64_t)((uintptr_t)new_ptr - last));
 		p = htr_put_u64(p, size);
 		p = htr_put_u64(p, usable_extra(new_ptr, size));
 		p = htr_put_u64(p, x->id);
@@ -131,7 +131,7 @@ void ev_realloc_end(struct ev_realloc_ctx *x, unsigned api, void *old,
 	} else if (!new_ptr) {
 		*p++ = HTR_EV_BYTE(HTR_EV_FREE, api);
 		p = htr_put_u64(p, thread_delta(t, x->t_before));
-		p = htr_put_s64(p, (int64_t)((uintptr_t)old - last));
+		p = htr_put_ptr(p, (int64_t)((uintptr_t)old - last));
 		last = (uintptr_t)old;
 	} else {
 		uint64_t before = thread_delta(t, x->t_before);
@@ -139,8 +139,8 @@ void ev_realloc_end(struct ev_realloc_ctx *x, unsigned api, void *old,
 		*p++ = HTR_EV_BYTE(HTR_EV_REALLOC, api);
 		p = htr_put_u64(p, before);
 		p = htr_put_u64(p, thread_delta(t, ht_now()));
-		p = htr_put_s64(p, (int64_t)((uintptr_t)old - last));
-		p = htr_put_s64(p, (int64_t)((uintptr_t)new_ptr - (uintptr_t)old));
+		p = htr_put_ptr(p, (int64_t)((uintptr_t)old - last));
+		p = htr_put_ptr(p, (int64_t)((uintptr_t)new_ptr - (uintptr_t)old));
 		p = htr_put_u64(p, size);
 		p = htr_put_u64(p, usable_extra(new_ptr, size));
 		p = htr_put_u64(p, x->id);
@@ -188,7 +188,7 @@ void ev_control(unsigned sub, uint64_t a, uint64_t b, const char *text)
 		break;
 	case HTR_SUB_POOL_FREE:
 		p = htr_put_u64(p, a);
-		p = htr_put_s64(p, (int64_t)(b - thread_last_ptr(t)));
+		p = htr_put_ptr(p, (int64_t)(b - thread_last_ptr(t)));
 		thread_commit(t, p, (uintptr_t)b);
 		thread_end(t);
 		return;
@@ -218,7 +218,7 @@ void ev_pool_alloc(uint64_t pool, const void *ptr, size_t size,
 	p = htr_put_u64(p, thread_delta(t, ht_now()));
 	p = htr_put_u64(p, HTR_SUB_POOL_ALLOC);
 	p = htr_put_u64(p, pool);
-	p = htr_put_s64(p, (int64_t)((uintptr_t)ptr - thread_last_ptr(t)));
+	p = htr_put_ptr(p, (int64_t)((uintptr_t)ptr - thread_last_ptr(t)));
 	p = htr_put_u64(p, size);
 	p = htr_put_u64(p, id);
 	thread_commit(t, p, (uintptr_t)ptr);

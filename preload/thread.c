@@ -317,16 +317,21 @@ uint8_t *thread_pos(struct ht_thread *t)
 	return t->buf->data + t->buf->len;
 }
 
+/*
+ * Time deltas are written in ticks of 1 << HTR_TICK_SHIFT ns
+ * (HTR_PF_TIME_TICKS): small numbers that compress well.  last_time counts
+ * ticks; a chunk's base time is the first event's tick, in ns.
+ */
 uint64_t thread_delta(struct ht_thread *t, uint64_t now)
 {
-	uint64_t d;
+	uint64_t tick = now >> HTR_TICK_SHIFT, d;
 
 	if (!t->buf->len) {
-		t->buf->base_time = now;
-		t->last_time = now;
+		t->buf->base_time = tick << HTR_TICK_SHIFT;
+		t->last_time = tick;
 		return 0;
 	}
-	d = now >= t->last_time ? now - t->last_time : 0;
+	d = tick >= t->last_time ? tick - t->last_time : 0;
 	t->last_time += d;
 	return d;
 }

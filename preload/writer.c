@@ -307,7 +307,8 @@ static int do_round(int final, int allocator_stats)
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, ht_now());
 	}
-	w = ht_now();
+	/* on a tick boundary: events are timed in ticks, rounded down */
+	w = ht_now() >> HTR_TICK_SHIFT << HTR_TICK_SHIFT;
 	complete = threads_steal_all(ht_mono_ns() + (final ? 200000000ull : 20000000ull)) == 0;
 	threads_reap();
 	drain_full();
@@ -673,7 +674,8 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		fd = -1;
 		return -1;
 	}
-	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0), generation);
+	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0) |
+		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS, generation);
 	raw_len += modules_sync(raw + raw_len, (256u << 10), 0);
 	flush_frame();
 	return 0;

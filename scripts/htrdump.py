@@ -66,23 +66,37 @@ def frames(path):
         off += 16 + csize
 
 
+FLAGS = {"ticks": 0, "units": False}   # from the process record (HTR_PF_*)
+
+
+def pdelta(v):
+    """A pointer delta: HTR_PF_PTR_UNITS' encoding, or plain zigzag."""
+    if not FLAGS["units"]:
+        return (v >> 1) ^ -(v & 1)
+    w = v >> 1
+    d = (w >> 1) ^ -(w & 1)
+    return d if v & 1 else d * 16
+
+
 def chunk_events(b, n, base):
     end = b.i + n
     t = base
     ptr = 0
     out = []
+    sh = FLAGS["ticks"]
     while b.i < end:
         byte = b.d[b.i]
         b.i += 1
         typ, api = byte & 7, byte >> 3
         if typ == 1:
-            t += b.u(); ptr += b.s(); size = b.u(); extra = b.u(); sid = b.u()
+            t += b.u() << sh; ptr += pdelta(b.u()); size = b.u(); extra = b.u(); sid = b.u()
             out.append(("alloc", t, api, ptr, size, extra, sid))
         elif typ == 2:
-            t += b.u(); ptr += b.s()
+            t += b.u() << sh; ptr += pdelta(b.u())
             out.append(("free", t, api, ptr))
         elif typ == 3:
-            t += b.u(); t1 = t; t += b.u(); old = ptr + b.s(); new = old + b.s()
+            t += b.u() << sh; t1 = t; t += b.u() << sh
+            old = ptr + pdelta(b.u()); new = old + pdelta(b.u())
             size = b.u(); extra = b.u(); sid = b.u()
             out.append(("realloc", t1, t, api, old, new, size, extra, sid))
             ptr = new
@@ -93,7 +107,7 @@ def chunk_events(b, n, base):
                 ips.append(ip)
             out.append(("stack", sid, ips))
         elif typ == 5:
-            t += b.u(); sub = b.u()
+            t += b.u() << sh; sub = b.u()
             if sub == 1:
                 out.append(("thread_start", t, b.u()))
             elif sub == 2:
@@ -105,9 +119,9 @@ def chunk_events(b, n, base):
             elif sub in (5, 6, 8):
                 out.append(({5: "client_end", 6: "client_set", 8: "pool_destroy"}[sub], t, b.u()))
             elif sub == 9:
-                pool = b.u(); ptr += b.s(); out.append(("pool_alloc", t, pool, ptr, b.u(), b.u()))
+                pool = b.u(); ptr += pdelta(b.u()); out.append(("pool_alloc", t, pool, ptr, b.u(), b.u()))
             elif sub == 10:
-                pool = b.u(); ptr += b.s(); out.append(("pool_free", t, pool, ptr))
+                pool = b.u(); ptr += pdelta(b.u()); out.append(("pool_free", t, pool, ptr))
             else:
                 raise ValueError("bad control %d" % sub)
         else:
@@ -133,6 +147,8 @@ def main():
                 pid, ppid, mono, rt, page = b.u(), b.u(), b.u(), b.u(), b.u()
                 exe = b.str(); cmd = b.str()
                 rest = [b.u() for _ in range(5)]
+                FLAGS["ticks"] = 6 if rest[3] & 4 else 0
+                FLAGS["units"] = bool(rest[3] & 8)
                 print("PROCESS pid=%d ppid=%d exe=%s cmd=%r sample,unwind,depth,flags,gen=%s" % (pid, ppid, exe.decode(), cmd, rest))
             elif r == 2:
                 t, mid, bias = b.u(), b.u(), b.u(); p = b.str(); bid = b.str(); nseg = b.u()
