@@ -608,6 +608,7 @@ static int apply_alloc(struct replay *r, struct dump_event *ev)
 	if (!ev->ptr)
 		return 0;
 	r->seq++;
+	r->t.recorded_events++;
 	th = thr_get(r, ev->tid);
 	if (!th)
 		return fail_oom(r);
@@ -683,6 +684,7 @@ static int apply_free(struct replay *r, struct dump_event *ev)
 		return 0;
 	}
 	r->seq++;
+	r->t.recorded_events++;
 	s = &r->live.s[i];
 	unaccount(r, s, 1);
 	st = r->byid[s->stack];

@@ -61,6 +61,9 @@ struct replay_totals {
 	uint64_t duration;	/* time of the last event */
 	int end_how, end_status;	/* from the end record, 0 when none */
 	int have_reach;		/* a reachability scan was replayed */
+	uint64_t recorded_events;	/* heap events in the dump (allocations and frees
+					 * as recorded: a sampled dump's counts above are
+					 * estimates, this is what it holds) */
 	/*
 	 * Custom-allocator blocks (heaptrail_pool_alloc): they count in their
 	 * sites' figures but not in the heap totals above, whose bytes already
