@@ -54,6 +54,7 @@ void dumpjson_totals(struct json *j, struct replay *r,
 	json_obj_begin(j);
 	json_kv_u64(j, "allocations", t->allocations);
 	json_kv_u64(j, "frees", t->frees);
+	json_kv_u64(j, "recorded_events", t->recorded_events);
 	json_kv_u64(j, "reallocs", t->reallocs);
 	json_kv_u64(j, "allocated_bytes", t->allocated_bytes);
 	json_kv_u64(j, "peak_live_bytes", t->peak_live_bytes);

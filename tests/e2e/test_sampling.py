@@ -64,11 +64,18 @@ def main():
             T.check("full: %s holds at least 5%%" % s, want[s] >= 0.05 * total,
                     "%d of %d" % (want[s], total))
         full_rank = sorted(SITES, key=lambda s: -site_bytes(full, s))
+        T.eq("full: recorded_events = allocations + frees",
+             full["totals"].get("recorded_events"),
+             full["totals"]["allocations"] + full["totals"]["frees"])
 
     with T.case("sampled"):
         doc, truth, rp = record("sampled", {"HEAPTRAIL_SAMPLE": "4096"})
         T.eq("sampled: the dump says it is sampled",
              doc["process"].get("sample_bytes"), 4096)
+        rec = doc["totals"].get("recorded_events", 0)
+        full_rec = full["totals"]["recorded_events"]
+        T.check("sampled: it holds fewer events than the full dump",
+                0 < rec < full_rec * 0.75, "%d recorded, %d in the full dump" % (rec, full_rec))
         text = check.run([check.HEAPTRAIL, "report", os.path.join(WORK, "sampled.htr")])
         T.check("sampled: the text report says the figures are estimates",
                 b"estimates" in text.stdout, check.first_line(text.stdout))
