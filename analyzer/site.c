@@ -70,7 +70,9 @@ static void find_top(struct site_ctx *c, const struct dump_stack *st,
 	for (uint32_t i = 0; i < st->depth; i++) {
 		n = sym_resolve(c->sym, &st->frames[i], &fr);
 		for (size_t k = 0; k < n; k++) {
-			if (!is_runtime(fr[k].module)) {
+			/* heaptrail.h's inline wrappers are not where either */
+			if (!is_runtime(fr[k].module) &&
+			    !(fr[k].file && !strcmp(base_name(fr[k].file), "heaptrail.h"))) {
 				m->top = &fr[k];
 				m->top_index = i;
 				m->top_sub = (uint32_t)k;

@@ -12,8 +12,9 @@
 /*
  * A site is a stack id.  Its "top frame" is the first frame, inline frames
  * expanded, that lies outside the C/C++ runtime (libc, libstdc++, libgcc_s,
- * the dynamic loader), or the first frame when all of them do: for a block
- * from strdup() that is strdup's caller.
+ * the dynamic loader) and outside heaptrail.h's inline wrappers, or the
+ * first frame when all of them do: for a block from strdup() that is
+ * strdup's caller, for a pool block the caller of heaptrail_pool_alloc().
  *
  * JSON contract (docs/json.md): site_json_fields() writes, into the object
  * the caller opened, "function", "file", "line", "module" of the top frame
