@@ -441,6 +441,14 @@ static Dwarf_Die *find_cu(struct symmod *m, Dwarf_Addr addr, Dwarf_Addr *bias)
 	return NULL;
 }
 
+static int has_linkage_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+
+	return dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	       dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr);
+}
+
 /* Linkage name (demangled) first: DW_AT_name lacks C++ scopes and types. */
 static const char *die_function_name(struct symbolizer *s, Dwarf_Die *die)
 {
@@ -558,9 +566,15 @@ static size_t dwarf_frames(struct symbolizer *s, struct symmod *m,
 				line = (int)val;
 		} else if (tag == DW_TAG_subprogram) {
 			const char *fn = die_function_name(s, die);
+			const char *sym = dwfl_module_addrname(mod, addr);
 
-			if (!fn)
-				fn = demangled(s, dwfl_module_addrname(mod, addr));
+			/*
+			 * A static C++ function has no linkage name in DWARF and a
+			 * bare DW_AT_name; its symbol is still mangled, with scopes.
+			 */
+			if (!fn || (!has_linkage_name(die) && sym && sym[0] == '_' &&
+				    sym[1] == 'Z'))
+				fn = demangled(s, sym);
 			add_frame(s, fn, file, line, 0);
 			free(chain);
 			return s->tmp_n - before;
