@@ -57,6 +57,7 @@ static _Atomic uint64_t allocator_since;	/* the writer entered mallinfo2() then,
 enum { ALLOC_IDLE, ALLOC_INSIDE, ALLOC_TAKEN };
 static _Atomic int alloc_state;	/* the writer in mallinfo2(), or taken over there */
 static int disk_failed;
+static int initial_modules;	/* a forked child's first round lists the modules */
 static uint64_t file_off;	/* end of the last whole frame on disk */
 static uint64_t frame_events;	/* events in the frame being built */
 static int after_exec;		/* an earlier image of this pid wrote a dump */
@@ -303,10 +304,12 @@ static int do_round(int final, int allocator_stats)
 	}
 	p = room(128);
 	raw_len += sampler_record(p, 128, ht_now(), allocator_stats ? &mi : NULL);
-	if (modules_changed()) {
+	if (initial_modules || modules_changed()) {
 		p = room(256u << 10);
-		raw_len += modules_sync(p, 256u << 10, ht_now());
+		raw_len += modules_sync(p, 256u << 10, initial_modules ? 0 : ht_now());
+		initial_modules = 0;
 	}
+
 	/* on a tick boundary: events are timed in ticks, rounded down */
 	w = ht_now() >> HTR_TICK_SHIFT << HTR_TICK_SHIFT;
 	complete = threads_steal_all(ht_mono_ns() + (final ? 200000000ull : 20000000ull)) == 0;
@@ -676,7 +679,17 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 	}
 	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0) |
 		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS, generation);
-	raw_len += modules_sync(raw + raw_len, (256u << 10), 0);
+	/*
+	 * A forked child is still inside fork's handlers: another thread of
+	 * the parent may have held the loader's lock at the fork, and
+	 * dl_iterate_phdr() would wait for it forever here, in the program's
+	 * thread.  The writer thread lists the modules in its first round
+	 * instead (dated 0: they were there from the start).
+	 */
+	if (forked)
+		initial_modules = 1;
+	else
+		raw_len += modules_sync(raw + raw_len, (256u << 10), 0);
 	flush_frame();
 	return 0;
 }
