@@ -63,6 +63,10 @@ $(BUILD)/heaptrail-replay-child: analyzer/replay_child/replay_child.c analyzer/r
 -include tests/tests.mk
 -include bench/bench.mk
 
+# The benchmarks' recipe is in bench/bench.mk (plain vs heaptrail vs heaptrack).
+bench:
+.PHONY: bench
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/heaptrail \
 		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/doc/heaptrail/docs
