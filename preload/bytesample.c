@@ -47,9 +47,8 @@ int sample_slow(size_t size)
 			return 0;
 	}
 	(void)size;
-	do {
-		ht_sample_left += draw();
-	} while (ht_sample_left <= 0);
+	/* the exponential is memoryless: one draw, whatever the overshoot */
+	ht_sample_left = draw();
 	return 1;
 }
 

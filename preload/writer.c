@@ -750,6 +750,8 @@ void writer_reset_after_fork(void)
 	pending_len = 0;
 	raw_len = 0;
 	disk_failed = 0;
+	after_exec = 0;
+	atomic_store(&round_end_how, 0);
 	file_off = 0;
 	frame_events = 0;
 	events_written = 0;
