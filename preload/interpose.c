@@ -38,8 +38,8 @@ HT_EXPORT void *malloc(size_t size)
 	ht_in_shim = 1;
 	p = ht_real.malloc(size);
 	if (HT_LIKELY(p != NULL)) {
+		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
-		saved = errno;
 		ev_alloc(HTR_API_MALLOC, p, size, &c);
 		errno = saved;
 	}
@@ -88,8 +88,8 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 	ht_in_shim = 1;
 	p = ht_real.calloc(n, size);
 	if (HT_LIKELY(p != NULL) && ht_keep_alloc(n * size)) {
+		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
-		saved = errno;
 		ev_alloc(HTR_API_CALLOC, p, n * size, &c);
 		errno = saved;
 	}
@@ -125,8 +125,8 @@ static void *realloc_sampled(unsigned api, void *old, size_t size,
 		ev_free(api, old);
 	p = real(old, n, size);
 	if (p && ht_keep_alloc(total)) {
+		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
-		saved = errno;
 		ev_alloc(api, p, total, &c);
 		errno = saved;
 	}
@@ -155,13 +155,17 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 	}
 	if (HT_UNLIKELY(ht_reach_on))
 		reach_realloc_begin(old);
+	saved = errno;
 	{
 		CAPTURE(c);
 		if (ev_realloc_begin(&x, &c) < 0) {
+			errno = saved;
 			p = real(old, n, size);
 			goto out;
 		}
 	}
+	/* the program's errno for the real call: unwinding may have set it */
+	errno = saved;
 	p = real(old, n, size);
 	saved = errno;
 	ev_realloc_end(&x, api, old, p, api == HTR_API_REALLOCARRAY ? n * size : size);
@@ -216,7 +220,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 static void *aligned_common(unsigned api, size_t align, size_t size, void *p)
 {
 	if (HT_LIKELY(p != NULL) && ht_keep_alloc(size)) {
-		int saved = errno;
+		int saved = errno;	/* before unwinding */
 		CAPTURE(c);
 
 		(void)align;
