@@ -243,6 +243,8 @@ void modules_note_change(void);	/* dlopen/dlclose returned */
 
 /* ---- sampler.c ---- */
 struct mallinfo2;
+/* Open /proc/self/statm once, at a number >= above (writer_open, after fork). */
+void sampler_open(int above);
 size_t sampler_record(uint8_t *out, size_t room, uint64_t now,
 		      const struct mallinfo2 *fresh);
 

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,7 +24,9 @@
  *   buffer -> drain the full queue and pending records -> watermark W ->
  *   compress and write the frame.
  * Full buffers wake it early (futex), so a busy program streams continuously.
- * Its own memory (frame buffers, zstd's context) comes from a region.
+ * Its own memory (frame buffers, zstd's context) comes from a region, all of
+ * it taken at start: zstd works in a fixed workspace (a static context) and
+ * never allocates after that, however the frame sizes come and go.
  */
 
 #define RAW_LIMIT HTR_FRAME_RAW_MAX
@@ -41,7 +44,16 @@ static size_t raw_len;
 static uint8_t *zout;
 static size_t zout_cap;
 static ZSTD_CCtx *cctx;
-static int fd = -1;		/* the dump; kept away from the program's own fds */
+#define ZSTD_LEVEL 1
+/*
+ * The dump's descriptor, kept away from the program's own numbers.  A
+ * program thread may move it (writer_move_fd) while the writer uses it:
+ * fd_busy names the number a system call of the writer is using, and the
+ * mover waits until that is no longer the old one before giving it up.
+ */
+static _Atomic int fd = -1;
+static _Atomic int fd_busy = -1;
+static atomic_flag move_lock = ATOMIC_FLAG_INIT;
 static char path[PATH_MAX];
 static pthread_t thread;
 static _Atomic int running;	/* the writer thread exists */
@@ -57,6 +69,7 @@ static _Atomic uint64_t allocator_since;	/* the writer entered mallinfo2() then,
 enum { ALLOC_IDLE, ALLOC_INSIDE, ALLOC_TAKEN };
 static _Atomic int alloc_state;	/* the writer in mallinfo2(), or taken over there */
 static int disk_failed;
+static int zstd_failed;		/* said once: a frame could not be compressed */
 static int initial_modules;	/* a forked child's first round lists the modules */
 static uint64_t file_off;	/* end of the last whole frame on disk */
 static uint64_t frame_events;	/* events in the frame being built */
@@ -69,16 +82,21 @@ static atomic_flag pending_lock = ATOMIC_FLAG_INIT;
 static uint8_t *pending;
 static size_t pending_len;
 
-static void *zalloc(void *opaque, size_t size)
+/* The dump's descriptor for one system call; fd_put() right after it. */
+static int fd_get(void)
 {
-	(void)opaque;
-	return region_alloc(&writer_region, size);
+	int f;
+
+	do {
+		f = atomic_load(&fd);
+		atomic_store(&fd_busy, f);
+	} while (atomic_load(&fd) != f);
+	return f;
 }
 
-static void zfree(void *opaque, void *p)
+static void fd_put(void)
 {
-	(void)opaque;
-	(void)p;	/* the context lives as long as the writer */
+	atomic_store(&fd_busy, -1);
 }
 
 static int write_all(const void *buf, size_t len)
@@ -86,7 +104,9 @@ static int write_all(const void *buf, size_t len)
 	const uint8_t *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = write(fd_get(), p, len);
+
+		fd_put();
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -100,24 +120,45 @@ static int write_all(const void *buf, size_t len)
 
 static uint64_t lost_total(void);
 
-/* Compress and write one frame; on failure cut the file back to its last whole frame. */
+/* Cut the file back to its last whole frame: a partial one would read as damage. */
+static void take_back(void)
+{
+	int f = fd_get();
+
+	if (ftruncate(f, (off_t)file_off) == 0)
+		lseek(f, (off_t)file_off, SEEK_SET);
+	fd_put();
+}
+
+static size_t zstd_error;	/* the last compression error, for the message */
+
+/*
+ * Compress and write one frame: 0, FRAME_ZSTD when zstd failed (nothing
+ * written), or a negative errno when the disk did (the file is cut back to
+ * its last whole frame).
+ */
+#define FRAME_ZSTD 1
 static int write_frame(const uint8_t *data, size_t len)
 {
 	struct htr_frame_header h;
 	size_t z;
+	int ret;
 
 	z = ZSTD_compress2(cctx, zout, zout_cap, data, len);
-	if (ZSTD_isError(z))
-		return -EIO;
+	if (ZSTD_isError(z)) {
+		zstd_error = z;
+		return FRAME_ZSTD;
+	}
 	h.magic = HTR_FRAME_MAGIC;
 	h.compressed_size = (uint32_t)z;
 	h.raw_size = (uint32_t)len;
 	h.check = htr_frame_check(&h);
-	if (write_all(&h, sizeof(h)) < 0 || write_all(zout, z) < 0) {
-		/* a partial frame would read as damage: take it back */
-		if (ftruncate(fd, (off_t)file_off) == 0)
-			lseek(fd, (off_t)file_off, SEEK_SET);
-		return -ENOSPC;
+	ret = write_all(&h, sizeof(h));
+	if (!ret)
+		ret = write_all(zout, z);
+	if (ret) {
+		take_back();
+		return ret;
 	}
 	file_off += sizeof(h) + z;
 	return 0;
@@ -143,17 +184,44 @@ static void disk_failure(void)
 	write_frame(rec, (size_t)(p - rec));
 }
 
+/*
+ * zstd failed on a frame (it cannot run out of memory in its fixed
+ * workspace, so this is not expected): the frame's events are lost, counted
+ * apart from the disk's, and recording goes on with the next frame.
+ */
+static void compress_failure(void)
+{
+	events_written -= frame_events;
+	atomic_fetch_add(&ht_lost[HTR_LOST_MEMORY], frame_events);
+	if (!zstd_failed) {
+		char msg[192];
+		struct ht_str s;
+
+		zstd_failed = 1;
+		str_init(&s, msg, sizeof(msg));
+		str_add(&s, "cannot compress a frame of the dump (zstd: ");
+		str_add(&s, ZSTD_getErrorName(zstd_error));
+		str_add(&s, "): its events are counted as lost; recording goes on");
+		ht_msg(msg);
+	}
+}
+
 static void flush_frame(void)
 {
+	int ret;
+
 	if (!raw_len)
 		return;
-	if (disk_failed || fd < 0) {
+	if (disk_failed || atomic_load(&fd) < 0) {
 		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], frame_events);
 		frame_events = 0;
 		raw_len = 0;
 		return;
 	}
-	if (write_frame(raw, raw_len) < 0)
+	ret = write_frame(raw, raw_len);
+	if (ret == FRAME_ZSTD)
+		compress_failure();
+	else if (ret < 0)
 		disk_failure();
 	frame_events = 0;
 	raw_len = 0;
@@ -380,7 +448,7 @@ static void *writer_main(void *arg)
 	uint64_t next = ht_mono_ns() + interval;
 
 	(void)arg;
-	ht_in_shim = 1;		/* anything this thread allocates is not traced */
+	ht_in_shim = 1;	/* anything this thread allocates is not traced */
 	atomic_store(&tid, (int)syscall(SYS_gettid));
 	for (;;) {
 		uint32_t seen = atomic_load(&wake_word);
@@ -421,24 +489,122 @@ static int pid_alive(uint32_t pid)
 	return pid && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* May an existing file at p be replaced?  Not while its writer lives. */
-static int replaceable(const char *p)
+/*
+ * Who writes a dump file: the process that holds flock(LOCK_EX) on it, from
+ * before it truncates the file until it exits (the lock goes with the last
+ * descriptor of the open file; ours is close-on-exec).  Taking a name is
+ * open without O_TRUNC, lock, then truncate: two processes started at the
+ * same moment with the same name cannot both get it, and a starter never
+ * cuts a live writer's dump, even one that has not written its header yet.
+ *
+ * Returns the descriptor, the lock held and the file empty; -EBUSY when
+ * the name is taken (*holder: the pid in its header, 0 when unknown); or
+ * another negative errno.  A dump written by an earlier image of this pid
+ * (before exec) is taken too: the new image writes a file of its own.
+ */
+static int take_name(const char *p, uint32_t *holder)
 {
 	struct htr_file_header h;
-	int f = open(p, O_RDONLY | O_CLOEXEC);
+	int f = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	int locked = 1, dump;
 	ssize_t n;
 
+	*holder = 0;
+	if (f < 0 && errno == EACCES)
+		f = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (f < 0)
-		return 1;
-	n = read(f, &h, sizeof(h));
-	close(f);
-	if (n != (ssize_t)sizeof(h) || memcmp(h.magic, HTR_FILE_MAGIC, 8))
-		return 1;	/* not ours: the user named it */
-	if (h.pid == (uint32_t)getpid()) {
-		after_exec = 1;
-		return 0;	/* our own image before exec */
+		return -errno;
+	if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EWOULDBLOCK) {
+			n = pread(f, &h, sizeof(h), 0);
+			if (n == (ssize_t)sizeof(h) && !memcmp(h.magic, HTR_FILE_MAGIC, 8))
+				*holder = h.pid;
+			close(f);
+			return -EBUSY;
+		}
+		locked = 0;	/* no locks on this file system: the pid says it alone */
 	}
-	return !pid_alive(h.pid);
+	n = pread(f, &h, sizeof(h), 0);
+	dump = n == (ssize_t)sizeof(h) && !memcmp(h.magic, HTR_FILE_MAGIC, 8);
+	if (dump && (h.pid == (uint32_t)getpid() || (!locked && pid_alive(h.pid)))) {
+		if (h.pid == (uint32_t)getpid())
+			after_exec = 1;		/* our own image before exec */
+		*holder = h.pid;
+		close(f);
+		return -EBUSY;
+	}
+	/*
+	 * A dump whose writer is gone, or not a dump at all (the user named
+	 * it).  A device or a pipe has nothing to cut (EINVAL): fine too.
+	 */
+	(void)!ftruncate(f, 0);
+	return f;
+}
+
+/* Is pid this process's parent, grandparent, ...? */
+static int is_ancestor(uint32_t pid)
+{
+	uint32_t p = (uint32_t)getppid();
+	int depth;
+
+	for (depth = 0; depth < 64 && p > 1; depth++) {
+		char path[64], buf[512];
+		struct ht_str s;
+		uint32_t ppid = 0;
+		ssize_t n;
+		char *q;
+		int f;
+
+		if (p == pid)
+			return 1;
+		str_init(&s, path, sizeof(path));
+		str_add(&s, "/proc/");
+		str_add_u64(&s, p);
+		str_add(&s, "/stat");
+		f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f < 0)
+			return 0;
+		n = read(f, buf, sizeof(buf) - 1);
+		close(f);
+		if (n <= 0)
+			return 0;
+		buf[n] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+		q = strrchr(buf, ')');
+		if (!q || q[1] != ' ' || !q[2] || q[3] != ' ')
+			return 0;
+		for (q += 4; *q >= '0' && *q <= '9'; q++)
+			ppid = ppid * 10 + (uint32_t)(*q - '0');
+		p = ppid;
+	}
+	return p == pid;
+}
+
+/*
+ * A process that is not of the holder's tree found the name taken: it is
+ * not what the user expects, so say where this dump goes instead.
+ */
+static void announce_other_name(const char *taken, uint32_t holder)
+{
+	char msg[2 * PATH_MAX + 128];
+	struct ht_str s;
+
+	str_init(&s, msg, sizeof(msg));
+	str_add(&s, "'");
+	str_add(&s, taken);
+	str_add(&s, "' is being written by ");
+	if (holder) {
+		str_add(&s, "process ");
+		str_add_u64(&s, holder);
+	} else {
+		str_add(&s, "another process");
+	}
+	str_add(&s, "; this one (pid ");
+	str_add_u64(&s, (uint64_t)getpid());
+	str_add(&s, ") writes '");
+	str_add(&s, path);
+	str_add(&s, "'");
+	ht_msg(msg);
 }
 
 static void expand(struct ht_str *s, const char *pat, int *has_pid)
@@ -480,8 +646,9 @@ static void expand(struct ht_str *s, const char *pat, int *has_pid)
 
 static int open_dump(int forked)
 {
-	char base[PATH_MAX];
+	char base[PATH_MAX], asked[PATH_MAX] = "";
 	struct ht_str s;
+	uint32_t holder, other = 0;
 	int has_pid, n;
 
 	str_init(&s, base, sizeof(base));
@@ -492,23 +659,28 @@ static int open_dump(int forked)
 		has_pid = 1;
 	}
 	/*
-	 * Candidates: the name itself; when another live process of the tree
-	 * holds it, NAME.PID; when an earlier image of this pid (before exec)
-	 * holds that, NAME.PID.1, NAME.PID.2, ...
+	 * Candidates: the name itself; when another live process holds it,
+	 * NAME.PID; when an earlier image of this pid (before exec) holds
+	 * that, NAME.PID.1, NAME.PID.2, ...  A process of the holder's tree
+	 * (its child, grandchild, ...) takes NAME.PID silently, as documented;
+	 * any other says so once.
 	 */
 	strcpy(path, base);
 	for (n = 0; n < 1000; n++) {
-		int f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		int f = take_name(path, &holder);
 
-		if (f >= 0)
+		if (f >= 0) {
+			if (asked[0])
+				announce_other_name(asked, other);
 			return f;
-		if (errno != EEXIST)
-			return -errno;
-		if (replaceable(path)) {
-			f = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-			return f >= 0 ? f : -errno;
 		}
+		if (f != -EBUSY)
+			return f;
 		if (!has_pid) {
+			if (holder != (uint32_t)getpid() && !is_ancestor(holder)) {
+				strcpy(asked, base);
+				other = holder;
+			}
 			str_add(&s, ".");	/* s still builds base */
 			str_add_u64(&s, (uint64_t)getpid());
 			has_pid = 1;
@@ -576,9 +748,18 @@ static void append_process(unsigned flags, unsigned generation)
 	raw_len = (size_t)(p - raw);
 }
 
+/*
+ * Everything the writer needs, taken once.  zstd's context lives in a
+ * fixed workspace sized for the largest frame at our level
+ * (ZSTD_estimateCCtxSize covers every input size): a context that zstd
+ * would otherwise shrink after a run of small frames and grow again for
+ * the next large one never asks for memory, so no pattern of quiet spells
+ * and bursts can exhaust the region.
+ */
 static int setup_memory(void)
 {
-	ZSTD_customMem mem = { zalloc, zfree, NULL };
+	size_t ws = ZSTD_estimateCCtxSize(ZSTD_LEVEL);
+	void *work;
 
 	if (!writer_region.base && region_reserve(&writer_region, 24u << 20))
 		return -ENOMEM;
@@ -586,10 +767,11 @@ static int setup_memory(void)
 	zout_cap = ZSTD_compressBound(RAW_LIMIT);
 	zout = region_alloc(&writer_region, zout_cap);
 	pending = region_alloc(&writer_region, PENDING_BYTES);
-	cctx = ZSTD_createCCtx_advanced(mem);
+	work = region_alloc(&writer_region, ws);
+	cctx = work ? ZSTD_initStaticCCtx(work, ws) : NULL;
 	if (!raw || !zout || !pending || !cctx)
 		return -ENOMEM;
-	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	return 0;
 }
@@ -599,15 +781,21 @@ static int setup_memory(void)
  * shells dup2 onto small numbers).  Ours moves up, out of their way; the
  * close wrappers (clients.c) also refuse to close it for them.
  */
-static int move_high(int f)
+static int high_floor(void)
 {
 	struct rlimit rl;
-	int want = 1000, nf;
+	int want = 1000;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    (rlim_t)want + 64 > rl.rlim_cur)
 		want = rl.rlim_cur > 128 ? (int)rl.rlim_cur - 64 : 10;
-	nf = fcntl(f, F_DUPFD_CLOEXEC, want);
+	return want;
+}
+
+static int move_high(int f)
+{
+	int nf = fcntl(f, F_DUPFD_CLOEXEC, high_floor());
+
 	if (nf < 0)
 		return f;
 	close(f);
@@ -616,23 +804,42 @@ static int move_high(int f)
 
 int writer_fd(void)
 {
-	return fd;
+	return atomic_load(&fd);
 }
 
 /*
- * The program is about to dup2() onto our descriptor: move ours first.  The
- * writer may be inside a write() on the old number; the kernel finishes that
- * on the old file, and the next one uses the new number.
+ * The program is about to dup2() onto our descriptor: move ours first, to
+ * a higher number if there is one, else to any free one but this.  The
+ * writer may have read the old number for a system call it has not made
+ * yet: it announces that in fd_busy, and we wait (bounded: a write to a
+ * stalled pipe may never end) until it has moved on before closing the old
+ * number, which the program is about to reuse.  Once inside the system
+ * call the kernel holds the file itself, so a write already running ends
+ * on our file whatever happens to the number.
  */
 void writer_move_fd(void)
 {
-	int nf, old = fd;
+	int nf, old;
 
-	if (old < 0)
-		return;
-	nf = fcntl(old, F_DUPFD_CLOEXEC, old + 1);
-	if (nf >= 0)
-		fd = nf;	/* the program's dup2 closes the old number */
+	while (atomic_flag_test_and_set_explicit(&move_lock, memory_order_acquire))
+		sched_yield();
+	old = atomic_load(&fd);
+	if (old >= 0) {
+		nf = fcntl(old, F_DUPFD_CLOEXEC, old + 1);
+		if (nf < 0)
+			nf = fcntl(old, F_DUPFD_CLOEXEC, high_floor());
+		if (nf < 0)
+			nf = fcntl(old, F_DUPFD_CLOEXEC, 3);
+		if (nf >= 0) {
+			uint64_t until = ht_mono_ns() + 1000000000ull;
+
+			atomic_store(&fd, nf);
+			while (atomic_load(&fd_busy) == old && ht_mono_ns() < until)
+				sched_yield();
+			close(old);
+		}
+	}
+	atomic_flag_clear_explicit(&move_lock, memory_order_release);
 }
 
 static int open_and_begin(int forked, unsigned flags, unsigned generation)
@@ -646,10 +853,10 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		ht_msg("cannot map memory for the writer: running untraced");
 		return ret;
 	}
-	fd = open_dump(forked);
-	if (fd >= 0)
-		fd = move_high(fd);
-	if (fd < 0) {
+	ret = open_dump(forked);
+	if (ret >= 0)
+		ret = move_high(ret);
+	if (ret < 0) {
 		char msg[PATH_MAX + 128];
 		struct ht_str s;
 
@@ -657,12 +864,15 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		str_add(&s, "cannot create '");
 		str_add(&s, path);
 		str_add(&s, "': ");
-		str_add(&s, strerror(-fd));
+		str_add(&s, strerror(-ret));
 		str_add(&s, " (set HEAPTRAIL_OUT to a writable path); running untraced");
 		ht_msg(msg);
-		fd = -1;
+		atomic_store(&fd, -1);
 		return -1;
 	}
+	atomic_store(&fd, ret);
+	/* the samples' /proc file stays open, above the dump (no low number later) */
+	sampler_open(ret + 1);
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, HTR_FILE_MAGIC, 8);
 	h.version = HTR_FORMAT_VERSION;
@@ -673,8 +883,7 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 	file_off = sizeof(h);
 	if (write_all(&h, sizeof(h)) < 0) {
 		ht_msg("cannot write the dump header: running untraced");
-		close(fd);
-		fd = -1;
+		close(atomic_exchange(&fd, -1));
 		return -1;
 	}
 	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0) |
@@ -700,7 +909,7 @@ int writer_start_thread(void)
 	sigset_t all, old;
 	int ret;
 
-	if (fd < 0)
+	if (atomic_load(&fd) < 0)
 		return -1;
 	/* a small stack: the program may be short of address space */
 	pthread_attr_init(&attr);
@@ -714,8 +923,7 @@ int writer_start_thread(void)
 	if (ret) {
 		atomic_store(&running, 0);
 		ht_msg("cannot start the writer thread: running untraced");
-		close(fd);
-		fd = -1;
+		close(atomic_exchange(&fd, -1));
 		return -1;
 	}
 	return 0;
@@ -736,9 +944,13 @@ int writer_restart_in_child(unsigned generation)
 void writer_reset_after_fork(void)
 {
 	/* The parent's writer thread, context and file are not ours. */
-	if (fd >= 0)
-		close(fd);
-	fd = -1;
+	int old = atomic_exchange(&fd, -1);
+
+	if (old >= 0)
+		close(old);
+	atomic_store(&fd_busy, -1);
+	atomic_flag_clear(&move_lock);
+	zstd_failed = 0;
 	atomic_store(&running, 0);
 	atomic_store(&stop_how, 0);
 	atomic_store(&finished, 0);

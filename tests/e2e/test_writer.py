@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""test_writer.py - the shim's writer thread and its dump file (review findings 4, 7, 27, 28).
+
+  bursty program     idle, busy, idle, ... many times (writer_burst): every
+                     event recorded, no line on stderr (zstd's context grows
+                     and shrinks with the frames; the writer's memory must
+                     not run out over that, nor the loss be blamed on the disk)
+  concurrent starts  processes started at the same moment with the same
+                     HEAPTRAIL_OUT, over a stale dump of a dead process: one
+                     writes OUT, each other one OUT.PID and says so in one
+                     line; every dump is whole and holds its own process only
+  held name          OUT locked by a starter that has not written its header
+                     yet: left alone, the dump goes to OUT.PID
+  dup2 onto the dump a program thread dup2()s a file of its own onto the
+                     dump's descriptor, again and again (writer_dup2): no
+                     byte of the dump lands in the program's file, no event
+                     is lost
+  lowest free fd     the writer never takes a low descriptor, not even for a
+                     moment (writer_lowfd): dup() returns the lowest free
+                     number every time
+"""
+
+import fcntl
+import os
+import struct
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+
+import check  # noqa: E402
+import reliability as rel  # noqa: E402
+
+T = check.Suite("writer")
+WORK = tempfile.mkdtemp(prefix="heaptrail-writer-")
+
+
+def fresh_dir(name):
+    return check.fresh_dir(WORK, name)
+
+
+def shim_lines(stderr):
+    return [l for l in check.text(stderr).splitlines() if l.startswith("heaptrail: ")]
+
+
+def site_allocations(doc, function):
+    return rel.site_sum(doc, function, "allocations")
+
+
+# --- review finding 4: bursty programs -------------------------------------------
+
+def case_bursty():
+    exe = check.built_target("writer_burst")
+    d = fresh_dir("bursty")
+    dump = os.path.join(d, "b.htr")
+    # 1 ms rounds: each quiet spell of 150 ms is ~150 tiny frames, after
+    # which zstd trades its context for a smaller one; each burst needs the
+    # large one again.  30 cycles did 18 before the writer ran dry.
+    argv = [exe, "30", "100000", "150"]
+    traced = rel.run(argv, env=rel.shim_env(dump, {"HEAPTRAIL_INTERVAL_MS": "1"}), cwd=d)
+    T.eq("bursty: exits 0", traced.returncode, 0)
+    T.eq("bursty: nothing from heaptrail on stderr", shim_lines(traced.stderr), [])
+    want = rel.output_facts(traced.stdout).get("allocations")
+    doc = rel.clean_dump(T, "bursty", dump, "exit")
+    if doc is not None:
+        T.eq("bursty: every burst allocation recorded",
+             site_allocations(doc, "burst_alloc"), want)
+
+
+# --- review finding 7: concurrent starters ----------------------------------------
+
+def stale_dump(path):
+    """A dump header left by a process that no longer lives."""
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    with open(path, "wb") as f:
+        f.write(b"HTRDUMP\n" + struct.pack("<IIII", 1, 64, dead, 0) + bytes(40))
+
+
+def start_together(argv, env, cwd, n):
+    """Forks n children that wait on one pipe, then exec argv at once;
+    returns [(pid, status, stdout, stderr)]."""
+    r, w = os.pipe()
+    kids = []
+    for i in range(n):
+        out = os.path.join(cwd, "out.%d" % i)
+        err = os.path.join(cwd, "err.%d" % i)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(w)
+                fo = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                fe = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fo, 1)
+                os.dup2(fe, 2)
+                os.chdir(cwd)
+                os.read(r, 1)
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        kids.append((pid, out, err))
+    os.close(r)
+    os.write(w, b"x" * n)
+    os.close(w)
+    res = []
+    for pid, out, err in kids:
+        _, status = os.waitpid(pid, 0)
+        with open(out, "rb") as f:
+            o = f.read()
+        with open(err, "rb") as f:
+            e = f.read()
+        res.append((pid, os.waitstatus_to_exitcode(status), o, e))
+    return res
+
+
+def case_concurrent():
+    exe = check.built_target("rel_churn")
+    d = fresh_dir("concurrent")
+    # one second each, so that every process still runs when the last starts
+    argv = [exe, "1", "-s", "1"]
+    n = 12
+    for rnd in range(3):
+        sub = fresh_dir("concurrent/%d" % rnd)
+        dump = os.path.join(sub, "same.htr")
+        stale_dump(dump)
+        res = start_together(argv, rel.shim_env(dump), sub, n)
+        label = "concurrent round %d" % rnd
+        T.eq(label + ": every process exits 0", [r[1] for r in res], [0] * n)
+        dumps = sorted(f for f in os.listdir(sub) if f.startswith("same.htr"))
+        names = {"same.htr"} | {"same.htr.%d" % r[0] for r in res}
+        T.check(label + ": one dump per process, OUT or OUT.PID",
+                len(dumps) == n and set(dumps) <= names, "%r" % dumps)
+        lines = [shim_lines(r[3]) for r in res]
+        T.eq(label + ": every later starter says where it writes, once",
+             sorted(len(ls) for ls in lines), [0] + [1] * (n - 1))
+        T.check(label + ": the line names both files",
+                all("'%s'" % dump in ls[0] and "'%s.%d'" % (dump, r[0]) in ls[0]
+                    for r, ls in zip(res, lines) if ls), repr([ls for ls in lines if ls][:2]))
+        by_pid = {r[0]: r for r in res}
+        for f in dumps:
+            path = os.path.join(sub, f)
+            doc = rel.clean_dump(T, "%s: %s" % (label, f), path, "exit")
+            if doc is None:
+                continue
+            with open(path, "rb") as fh:
+                pid = struct.unpack("<I", fh.read(20)[16:20])[0]
+            T.check("%s: %s is one of the processes" % (label, f), pid in by_pid, "pid %d" % pid)
+            if pid not in by_pid:
+                continue
+            want = rel.site_facts(by_pid[pid][2])
+            got = {name: rel.site_sum(doc, name, "allocations") for name in want}
+            T.eq("%s: %s holds its process's allocations" % (label, f), got,
+                 {name: c for name, (c, _) in want.items()})
+
+
+def case_held():
+    """A starter that holds the name's lock but has not written its header
+    yet (a concurrent start caught in the act): the file is left alone."""
+    exe = check.built_target("rel_churn")
+    d = fresh_dir("held")
+    dump = os.path.join(d, "held.htr")
+    with open(dump, "wb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(b"HTRDUMP\n")
+        f.flush()
+        traced = rel.run([exe, "1", "2000"], env=rel.shim_env(dump), cwd=d)
+        with open(dump, "rb") as g:
+            T.eq("held: the holder's file is untouched", g.read(), b"HTRDUMP\n")
+    T.eq("held: exits 0", traced.returncode, 0)
+    lines = shim_lines(traced.stderr)
+    T.check("held: one line says where the dump goes instead",
+            len(lines) == 1 and "'%s'" % dump in lines[0] and ".htr.' " not in lines[0],
+            repr(lines))
+    others = [f for f in os.listdir(d) if f.startswith("held.htr.")]
+    T.eq("held: the dump is written as OUT.PID", len(others), 1)
+    for f in others:
+        rel.clean_dump(T, "held: " + f, os.path.join(d, f), "exit")
+
+
+# --- review finding 27: dup2 onto the dump's descriptor -----------------------------
+
+def case_dup2():
+    exe = check.built_target("writer_dup2")
+    d = fresh_dir("dup2")
+    for rnd in range(3):
+        dump = os.path.join(d, "d%d.htr" % rnd)
+        victim = os.path.join(d, "victim%d" % rnd)
+        label = "dup2 round %d" % rnd
+        # the dump must exist before the program looks for its inode: the
+        # shim creates it before main
+        traced = rel.run([exe, dump, victim, "3000000"],
+                         env=rel.shim_env(dump, {"HEAPTRAIL_INTERVAL_MS": "1"}), cwd=d)
+        T.eq(label + ": exits 0", traced.returncode, 0)
+        T.eq(label + ": nothing from heaptrail on stderr", shim_lines(traced.stderr), [])
+        facts = rel.output_facts(traced.stdout)
+        T.check(label + ": the program moved the dump's descriptor",
+                facts.get("moves", 0) > 100, "%r" % facts)
+        T.eq(label + ": no dump bytes in the program's file", facts.get("victim_bytes"), 0)
+        doc = rel.clean_dump(T, label, dump, "exit")
+        if doc is not None:
+            T.eq(label + ": every allocation recorded", site_allocations(doc, "churn_alloc"),
+                 facts.get("allocations"))
+
+
+# --- review finding 28: short-lived low descriptors -------------------------------------
+
+def case_lowfd():
+    exe = check.built_target("writer_lowfd")
+    d = fresh_dir("lowfd")
+    dump = os.path.join(d, "l.htr")
+    traced = rel.run([exe, "1500"], env=rel.shim_env(dump, {"HEAPTRAIL_INTERVAL_MS": "1"}),
+                     cwd=d)
+    T.eq("lowfd: exits 0", traced.returncode, 0)
+    facts = rel.output_facts(traced.stdout)
+    T.check("lowfd: the program checked often", facts.get("checks", 0) > 1000, "%r" % facts)
+    T.eq("lowfd: dup() always returned the lowest free number", facts.get("misses"), 0)
+    rel.clean_dump(T, "lowfd", dump, "exit")
+
+
+def main():
+    cases = [("bursty program", case_bursty), ("concurrent starts", case_concurrent),
+             ("held name", case_held),
+             ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd)]
+    try:
+        rel.run_cases(T, cases, "WRITER_ONLY")
+    finally:
+        check.clean_up(WORK)
+    T.finish()
+
+
+if __name__ == "__main__":
+    main()
