@@ -10,7 +10,7 @@ struct ht_config ht_cfg = {
 	.interval_ms = 100,
 	.follow = 1,
 	.unwind = HTR_UNWIND_LIBUNWIND,
-	.mark_signal = SIGUSR2,
+	.mark_signal = 0,	/* opt-in: a signal's default action is the program's */
 };
 
 static void bad_value(const char *name, const char *value, const char *expect)
@@ -55,7 +55,7 @@ static int parse_signal(const char *v)
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(v, names[i].name))
 			return names[i].sig;
-	if (ht_parse_u64(v, &n) == 0 && n > 0 && n < 65 && n != SIGKILL &&
+	if (ht_parse_u64(v, &n) == 0 && n > 0 && n < 64 && n != SIGKILL &&
 	    n != SIGSTOP)
 		return (int)n;
 	return -1;

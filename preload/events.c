@@ -22,9 +22,20 @@ static uint8_t *put_stack(uint8_t *p, uint32_t id, const struct ht_capture *c)
 	return p;
 }
 
-static size_t stack_room(int is_new, const struct ht_capture *c)
+/*
+ * Room for the stack's definition, should it be new.  The buffer is opened
+ * before the stack is interned: an id handed out must have its definition
+ * written, or later events would use an id the dump never defines.
+ */
+static size_t stack_room(const struct ht_capture *c)
 {
-	return is_new ? 24 + (size_t)c->depth * HTR_VARINT_MAX : 0;
+	return c ? 24 + (size_t)c->depth * HTR_VARINT_MAX : 0;
+}
+
+static uint32_t intern(const struct ht_capture *c, int *is_new)
+{
+	*is_new = 0;
+	return c ? stacks_intern(c, is_new) : HTR_STACK_NONE;
 }
 
 static size_t usable_extra(void *ptr, size_t size)
@@ -34,6 +45,7 @@ static size_t usable_extra(void *ptr, size_t size)
 	return u > size ? u - size : 0;
 }
 
+/* thread_begin() counts its own failures, with their reason. */
 static void lost(void)
 {
 	atomic_fetch_add_explicit(&ht_lost[HTR_LOST_MEMORY], 1, memory_order_relaxed);
@@ -41,19 +53,18 @@ static void lost(void)
 
 void ev_alloc(unsigned api, void *ptr, size_t size, const struct ht_capture *c)
 {
-	int is_new = 0;
-	uint32_t id = c ? stacks_intern(c, &is_new) : HTR_STACK_NONE;
+	int is_new;
+	uint32_t id;
 	size_t extra = usable_extra(ptr, size);
 	struct ht_thread *t;
 	uint8_t *p;
 
 	if (HT_UNLIKELY(ht_reach_on))
 		reach_note_alloc(ptr, size);
-	t = thread_begin(HT_EVENT_MAX + stack_room(is_new, c));
-	if (!t) {
-		lost();
+	t = thread_begin(HT_EVENT_MAX + stack_room(c));
+	if (!t)
 		return;
-	}
+	id = intern(c, &is_new);
 	p = thread_pos(t);
 	if (is_new)
 		p = put_stack(p, id, c);
@@ -77,10 +88,8 @@ void ev_free(unsigned api, void *ptr)
 	if (HT_UNLIKELY(ht_reach_on))
 		reach_note_free(ptr);	/* before the block is handed back */
 	t = thread_begin(HT_EVENT_MAX);
-	if (!t) {
-		lost();
+	if (!t)
 		return;
-	}
 	p = thread_pos(t);
 	*p++ = HTR_EV_BYTE(HTR_EV_FREE, api);
 	p = htr_put_u64(p, thread_delta(t, ht_now()));
@@ -96,14 +105,12 @@ void ev_free(unsigned api, void *ptr)
  */
 int ev_realloc_begin(struct ev_realloc_ctx *x, const struct ht_capture *c)
 {
-	int is_new = 0;
+	int is_new;
 
-	x->id = c ? stacks_intern(c, &is_new) : HTR_STACK_NONE;
-	x->t = thread_begin(HT_EVENT_MAX + stack_room(is_new, c));
-	if (!x->t) {
-		lost();
+	x->t = thread_begin(HT_EVENT_MAX + stack_room(c));
+	if (!x->t)
 		return -1;
-	}
+	x->id = intern(c, &is_new);
 	x->p = thread_pos(x->t);
 	if (is_new)
 		x->p = put_stack(x->p, x->id, c);
@@ -157,10 +164,8 @@ void ev_control(unsigned sub, uint64_t a, uint64_t b, const char *text)
 	struct ht_thread *t = thread_begin(HT_EVENT_MAX + tlen);
 	uint8_t *p;
 
-	if (!t) {
-		lost();
+	if (!t)
 		return;
-	}
 	p = thread_pos(t);
 	*p++ = HTR_EV_BYTE(HTR_EV_CONTROL, 0);
 	p = htr_put_u64(p, thread_delta(t, ht_now()));
@@ -202,15 +207,14 @@ void ev_control(unsigned sub, uint64_t a, uint64_t b, const char *text)
 void ev_pool_alloc(uint64_t pool, const void *ptr, size_t size,
 		   const struct ht_capture *c)
 {
-	int is_new = 0;
-	uint32_t id = c ? stacks_intern(c, &is_new) : HTR_STACK_NONE;
-	struct ht_thread *t = thread_begin(HT_EVENT_MAX + stack_room(is_new, c));
+	int is_new;
+	uint32_t id;
+	struct ht_thread *t = thread_begin(HT_EVENT_MAX + stack_room(c));
 	uint8_t *p;
 
-	if (!t) {
-		lost();
+	if (!t)
 		return;
-	}
+	id = intern(c, &is_new);
 	p = thread_pos(t);
 	if (is_new)
 		p = put_stack(p, id, c);
@@ -232,10 +236,8 @@ void ev_mark(const char *label)
 	struct ht_thread *t = thread_begin(0);
 	uint8_t *p = rec;
 
-	if (!t) {
-		lost();
+	if (!t)
 		return;
-	}
 	*p++ = HTR_REC_MARK;
 	p = htr_put_u64(p, ht_now());
 	p = htr_put_u64(p, len);

@@ -35,12 +35,13 @@ HT_EXPORT void *malloc(size_t size)
 	}
 	if (HT_UNLIKELY(!ht_keep_alloc(size)))
 		return ht_real.malloc(size);	/* sampling passed it over */
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	p = ht_real.malloc(size);
 	if (HT_LIKELY(p != NULL)) {
+		ht_in_shim = HT_GUARD_SHIM;
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
-		ev_alloc(HTR_API_MALLOC, p, size, &c);
+		ev_alloc(ht_api_for(HTR_API_MALLOC, size), p, size, &c);
 		errno = saved;
 	}
 	ht_in_shim = 0;
@@ -62,12 +63,13 @@ HT_EXPORT void free(void *ptr)
 		ht_real.free(ptr);	/* sampling never recorded it */
 		return;
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_SHIM;
 	if (ht_keep_free(ptr)) {
 		saved = errno;
 		ev_free(HTR_API_FREE, ptr);
 		errno = saved;
 	}
+	ht_in_shim = HT_GUARD_REAL;
 	ht_real.free(ptr);
 	ht_in_shim = 0;
 }
@@ -85,9 +87,10 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 		p = untraced_alloc(total, 16);
 		return p ? p : ht_real.calloc(n, size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	p = ht_real.calloc(n, size);
 	if (HT_LIKELY(p != NULL) && ht_keep_alloc(n * size)) {
+		ht_in_shim = HT_GUARD_SHIM;
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
 		ev_alloc(HTR_API_CALLOC, p, n * size, &c);
@@ -123,7 +126,9 @@ static void *realloc_sampled(unsigned api, void *old, size_t size,
 
 	if (old && sample_forget(old))
 		ev_free(api, old);
+	ht_in_shim = HT_GUARD_REAL;
 	p = real(old, n, size);
+	ht_in_shim = HT_GUARD_SHIM;
 	if (p && ht_keep_alloc(total)) {
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
@@ -147,7 +152,7 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 			return realloc_bootstrap(old, size);
 		return real(old, n, size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_SHIM;
 	if (ht_cfg.sample_bytes) {
 		p = realloc_sampled(api, old, size, real, n);
 		ht_in_shim = 0;
@@ -160,13 +165,17 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 		CAPTURE(c);
 		if (ev_realloc_begin(&x, &c) < 0) {
 			errno = saved;
+			ht_in_shim = HT_GUARD_REAL;
 			p = real(old, n, size);
+			ht_in_shim = HT_GUARD_SHIM;
 			goto out;
 		}
 	}
 	/* the program's errno for the real call: unwinding may have set it */
 	errno = saved;
+	ht_in_shim = HT_GUARD_REAL_BUSY;
 	p = real(old, n, size);
+	ht_in_shim = HT_GUARD_SHIM;
 	saved = errno;
 	ev_realloc_end(&x, api, old, p, api == HTR_API_REALLOCARRAY ? n * size : size);
 	errno = saved;
@@ -219,12 +228,13 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 /* The aligned family: same shape, different real calls. */
 static void *aligned_common(unsigned api, size_t align, size_t size, void *p)
 {
+	ht_in_shim = HT_GUARD_SHIM;
 	if (HT_LIKELY(p != NULL) && ht_keep_alloc(size)) {
 		int saved = errno;	/* before unwinding */
 		CAPTURE(c);
 
 		(void)align;
-		ev_alloc(api, p, size, &c);
+		ev_alloc(ht_api_for(api, size), p, size, &c);
 		errno = saved;
 	}
 	ht_in_shim = 0;
@@ -244,7 +254,7 @@ HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 		}
 		return ht_real.posix_memalign(out, align, size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	ret = ht_real.posix_memalign(out, align, size);
 	aligned_common(HTR_API_POSIX_MEMALIGN, align, size, ret == 0 ? *out : NULL);
 	return ret;
@@ -257,7 +267,7 @@ HT_EXPORT void *aligned_alloc(size_t align, size_t size)
 
 		return p ? p : ht_real.aligned_alloc(align, size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	return aligned_common(HTR_API_ALIGNED_ALLOC, align, size,
 			      ht_real.aligned_alloc(align, size));
 }
@@ -269,7 +279,7 @@ HT_EXPORT void *memalign(size_t align, size_t size)
 
 		return p ? p : ht_real.memalign(align, size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	return aligned_common(HTR_API_MEMALIGN, align, size,
 			      ht_real.memalign(align, size));
 }
@@ -281,7 +291,7 @@ HT_EXPORT void *valloc(size_t size)
 
 		return p ? p : ht_real.valloc(size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	return aligned_common(HTR_API_VALLOC, 0, size, ht_real.valloc(size));
 }
 
@@ -295,6 +305,6 @@ HT_EXPORT void *pvalloc(size_t size)
 
 		return p ? p : ht_real.pvalloc(size);
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_REAL;
 	return aligned_common(HTR_API_PVALLOC, 0, size, ht_real.pvalloc(size));
 }

@@ -9,9 +9,19 @@
  * Written in C with the Itanium C++ ABI names.  The allocation itself is the
  * real malloc (as libstdc++ does); only when it fails do we hand over to the
  * real operator, which runs the new_handler loop and throws std::bad_alloc
- * (or returns NULL for nothrow).  That path is untraced but rare: the retry
- * inside the real operator is seen as a malloc.
+ * (or returns NULL for nothrow).  Its retries call malloc (or aligned_alloc)
+ * through us: ht_new_pending makes the one that succeeds an event of the
+ * operator, so that its delete matches.
  */
+
+__thread struct ht_new_pending ht_new_pending __attribute__((tls_model("initial-exec")));
+
+static void pending_begin(unsigned api, size_t size, size_t align)
+{
+	ht_new_pending.api = api;
+	ht_new_pending.size = size ? size : 1;
+	ht_new_pending.slack = align;	/* aligned_alloc rounds up to the alignment */
+}
 
 typedef void *(*new_fn)(size_t);
 typedef void *(*new_align_fn)(size_t, size_t);
@@ -27,6 +37,7 @@ static void *real_op(const char *name)
 
 static void *record(unsigned api, void *p, size_t size)
 {
+	ht_in_shim = HT_GUARD_SHIM;
 	if (p) {
 		int saved = errno;
 		struct ht_capture c;
@@ -51,7 +62,7 @@ static int begin(void)
 	if (!ht_real.malloc)
 		real_resolve();
 	if (tr)
-		ht_in_shim = 1;
+		ht_in_shim = HT_GUARD_REAL;
 	return tr;
 }
 
@@ -77,7 +88,12 @@ static void *plain_new(unsigned api, size_t size, const char *fallback)
 	if (tr)
 		ht_in_shim = 0;
 	f = (new_fn)real_op(fallback);
-	return f ? f(size) : NULL;
+	if (!f)
+		return NULL;
+	pending_begin(api, size, 0);
+	p = f(size);	/* may throw: the pending note then dies with its size */
+	ht_new_pending.api = 0;
+	return p;
 }
 
 static void *aligned_new(unsigned api, size_t size, size_t align, const char *fallback)
@@ -92,7 +108,12 @@ static void *aligned_new(unsigned api, size_t size, size_t align, const char *fa
 	if (tr)
 		ht_in_shim = 0;
 	f = (new_align_fn)real_op(fallback);
-	return f ? f(size, align) : NULL;
+	if (!f)
+		return NULL;
+	pending_begin(api, size, align);
+	p = f(size, align);
+	ht_new_pending.api = 0;
+	return p;
 }
 
 static void *nothrow_new(unsigned api, size_t size, const void *tag, const char *fallback)
@@ -106,7 +127,12 @@ static void *nothrow_new(unsigned api, size_t size, const void *tag, const char 
 	if (tr)
 		ht_in_shim = 0;
 	f = (new_nothrow_fn)real_op(fallback);
-	return f ? f(size, tag) : NULL;
+	if (!f)
+		return NULL;
+	pending_begin(api, size, 0);
+	p = f(size, tag);
+	ht_new_pending.api = 0;
+	return p;
 }
 
 static void *aligned_nothrow_new(unsigned api, size_t size, size_t align,
@@ -122,7 +148,12 @@ static void *aligned_nothrow_new(unsigned api, size_t size, size_t align,
 	if (tr)
 		ht_in_shim = 0;
 	f = (new_align_nothrow_fn)real_op(fallback);
-	return f ? f(size, align, tag) : NULL;
+	if (!f)
+		return NULL;
+	pending_begin(api, size, align);
+	p = f(size, align, tag);
+	ht_new_pending.api = 0;
+	return p;
 }
 
 static void op_delete(unsigned api, void *ptr)
@@ -140,12 +171,13 @@ static void op_delete(unsigned api, void *ptr)
 		ht_real.free(ptr);
 		return;
 	}
-	ht_in_shim = 1;
+	ht_in_shim = HT_GUARD_SHIM;
 	if (ht_keep_free(ptr)) {
 		saved = errno;
 		ev_free(api, ptr);
 		errno = saved;
 	}
+	ht_in_shim = HT_GUARD_REAL;
 	ht_real.free(ptr);
 	ht_in_shim = 0;
 }

@@ -179,6 +179,7 @@ void ht_init(void)
 		goto off;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	atexit(at_exit);
+	reentry_init();
 	signals_install();
 	atomic_store(&ht_phase, HT_ON);
 	ht_in_shim = was;

@@ -1,6 +1,5 @@
 /* ptrset.c - a sharded set of live block addresses, in the shim's own memory */
 #include <errno.h>
-#include <sched.h>
 #include <string.h>
 
 #include "shim.h"
@@ -16,7 +15,12 @@
  * for it.  A counting filter (one byte per hash bucket) answers "certainly
  * not in the set" without a lock, which is what most frees ask in sampling
  * mode.  Tables grow by doubling inside the set's region; the old table is
- * not reused (the waste is at most the size of the current one).
+ * not reused (the waste is at most the size of the current one).  A table
+ * full of deletion marks is rebuilt at the same size into a spare table, and
+ * the two take turns, so churn never eats the region.
+ *
+ * The filter's counters saturate: one that reached 255 stays there (a
+ * "maybe" for ever, never a wrong "no"), however many blocks share it.
  */
 
 #define SHARDS 256
@@ -33,6 +37,7 @@ struct shard {
 	uint32_t used;		/* keys + deleted marks */
 	uint32_t live;
 	struct entry *tab;
+	struct entry *spare;	/* a free table of 'cap' entries, or NULL */
 } __attribute__((aligned(HT_CACHELINE)));
 
 struct ht_ptrset {
@@ -87,6 +92,7 @@ void ptrset_reset(struct ht_ptrset *s)
 		atomic_flag_clear(&s->shards[i].lock);
 		s->shards[i].cap = s->shards[i].used = s->shards[i].live = 0;
 		s->shards[i].tab = NULL;
+		s->shards[i].spare = NULL;
 	}
 	atomic_store(&s->count, 0);
 }
@@ -96,8 +102,35 @@ static void lock(struct shard *sh)
 	unsigned spins = 0;
 
 	while (atomic_flag_test_and_set_explicit(&sh->lock, memory_order_acquire))
-		if (++spins > 64)
-			sched_yield();
+		ht_backoff(&spins);
+}
+
+#define FILTER_FULL 255
+
+static _Atomic uint8_t *filter_slot(struct ht_ptrset *s, uint64_t h)
+{
+	return &s->filter[(h >> 40) & ((1u << FILTER_BITS) - 1)];
+}
+
+/* Shards share filter slots, so these are atomic even under a shard lock. */
+static void filter_add(_Atomic uint8_t *c)
+{
+	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
+
+	while (v != FILTER_FULL &&
+	       !atomic_compare_exchange_weak_explicit(c, &v, (uint8_t)(v + 1),
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+static void filter_remove(_Atomic uint8_t *c)
+{
+	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
+
+	while (v != FILTER_FULL && v != 0 &&
+	       !atomic_compare_exchange_weak_explicit(c, &v, (uint8_t)(v - 1),
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 static void unlock(struct shard *sh)
@@ -129,9 +162,13 @@ static int grow(struct ht_ptrset *s, struct shard *sh)
 	struct entry *old = sh->tab, *tab;
 	uint32_t i, ocap = sh->cap;
 
-	tab = region_alloc(&s->region, (size_t)ncap * sizeof(*tab));
-	if (!tab)
-		return -ENOMEM;
+	if (ncap == ocap && sh->spare) {
+		tab = sh->spare;	/* same size: the two tables take turns */
+	} else {
+		tab = region_alloc(&s->region, (size_t)ncap * sizeof(*tab));
+		if (!tab)
+			return -ENOMEM;
+	}
 	memset(tab, 0, (size_t)ncap * sizeof(*tab));
 	sh->tab = tab;
 	sh->cap = ncap;
@@ -143,6 +180,8 @@ static int grow(struct ht_ptrset *s, struct shard *sh)
 			*e = old[i];
 		}
 	}
+	/* a smaller old table is left behind: bounded by the geometric growth */
+	sh->spare = ncap == ocap ? old : NULL;
 	return 0;
 }
 
@@ -166,8 +205,7 @@ int ptrset_add(struct ht_ptrset *s, uintptr_t p, uint64_t size)
 			sh->used++;
 		e->key = p;
 		sh->live++;
-		atomic_fetch_add_explicit(&s->filter[(h >> 40) & ((1u << FILTER_BITS) - 1)], 1,
-					  memory_order_relaxed);
+		filter_add(filter_slot(s, h));
 		atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
 	}
 	e->size = size;
@@ -180,8 +218,7 @@ int ptrset_maybe(struct ht_ptrset *s, uintptr_t p)
 {
 	if (!s->ok || !atomic_load_explicit(&s->count, memory_order_relaxed))
 		return 0;
-	return atomic_load_explicit(&s->filter[(mix(p) >> 40) & ((1u << FILTER_BITS) - 1)],
-				    memory_order_relaxed) != 0;
+	return atomic_load_explicit(filter_slot(s, mix(p)), memory_order_relaxed) != 0;
 }
 
 int ptrset_remove(struct ht_ptrset *s, uintptr_t p, uint64_t *size)
@@ -201,8 +238,7 @@ int ptrset_remove(struct ht_ptrset *s, uintptr_t p, uint64_t *size)
 				*size = e->size;
 			e->key = DELETED;
 			sh->live--;
-			atomic_fetch_sub_explicit(&s->filter[(h >> 40) & ((1u << FILTER_BITS) - 1)], 1,
-						  memory_order_relaxed);
+			filter_remove(filter_slot(s, h));
 			atomic_fetch_sub_explicit(&s->count, 1, memory_order_relaxed);
 			found = 1;
 		}

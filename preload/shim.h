@@ -131,7 +131,16 @@ enum ht_phase {
 extern _Atomic int ht_phase;
 extern _Atomic uint64_t ht_lost[5];	/* by enum htr_lost */
 
-/* Per-thread recursion guard and state pointer (initial-exec TLS). */
+/*
+ * Per-thread recursion guard and state pointer (initial-exec TLS).  The
+ * guard says where the thread is, for re-entry and for our signal handlers:
+ * SHIM while the shim keeps its books (its buffer may be BUSY, a spinlock may
+ * be held), REAL while only the real allocator runs (nothing of ours held),
+ * REAL_BUSY inside the real realloc with the thread's buffer BUSY, WRITER for
+ * the writer thread (never traced).
+ */
+enum { HT_GUARD_NONE = 0, HT_GUARD_SHIM = 1, HT_GUARD_REAL = 2, HT_GUARD_REAL_BUSY = 3,
+       HT_GUARD_WRITER = 4 };
 struct ht_thread;
 extern __thread int ht_in_shim;
 extern __thread struct ht_thread *ht_self;
@@ -156,6 +165,8 @@ void stacks_new_epoch(void);
 void stacks_set_self_range(uintptr_t lo, uintptr_t hi);
 
 /* ---- thread.c: per-thread buffers, hand-off and the writer's steal ---- */
+/* One round of waiting for another thread: spin, yield, then sleep (never a cancellation point). */
+void ht_backoff(unsigned *spins);
 #define HT_BUF_BYTES (32u << 10)
 #define HT_EVENT_MAX 80		/* largest event but a stack definition */
 
@@ -336,6 +347,27 @@ static inline int ht_keep_free(void *p)
 	return sample_forget(p);
 }
 
+/*
+ * interpose_cxx.c: an operator new whose first try failed hands over to the
+ * real operator (new_handler loop); the retry that succeeds comes back through
+ * malloc or aligned_alloc and is recorded as the operator's event.
+ */
+struct ht_new_pending {
+	unsigned api;		/* 0: none */
+	size_t size, slack;
+};
+extern __thread struct ht_new_pending ht_new_pending;
+
+static inline unsigned ht_api_for(unsigned api, size_t size)
+{
+	if (HT_UNLIKELY(ht_new_pending.api) && size >= ht_new_pending.size &&
+	    size - ht_new_pending.size <= ht_new_pending.slack) {
+		api = ht_new_pending.api;
+		ht_new_pending.api = 0;
+	}
+	return api;
+}
+
 /* ---- signals.c ---- */
 void signals_install(void);
 
@@ -344,13 +376,26 @@ void ht_init(void);		/* idempotent; called on first intercepted call */
 void ht_stop(int how, int status);	/* final flush; later events pass through */
 void ht_note_exit_status(int status);
 
-/* 1 when this call should be recorded; starts the shim on first use. */
-static inline int ht_tracing(void)
+/* reentry.c: a call that arrived under the guard SHIM, from 'caller' */
+void reentry_init(void);
+void ht_note_reentry(const void *caller);
+
+/*
+ * 1 when this call should be recorded; starts the shim on first use.  A
+ * macro, so that the caller's address is that of the intercepted call.
+ */
+#define ht_tracing() ht_tracing_from(__builtin_return_address(0))
+
+static inline int ht_tracing_from(const void *caller)
 {
 	int phase;
 
-	if (HT_UNLIKELY(ht_in_shim))
+	if (HT_UNLIKELY(ht_in_shim)) {
+		/* under the real allocator's own calls (guard REAL) nothing is lost */
+		if (ht_in_shim == HT_GUARD_SHIM)
+			ht_note_reentry(caller);
 		return 0;
+	}
 	phase = atomic_load_explicit(&ht_phase, memory_order_relaxed);
 	if (HT_LIKELY(phase == HT_ON))
 		return 1;

@@ -36,8 +36,9 @@ struct ht_thread {
 	_Atomic int claim;	/* TH_* */
 	uint32_t tid;
 	struct ht_buf *buf;
-	uint64_t last_time;
+	uint64_t last_time;	/* ticks */
 	uintptr_t last_ptr;
+	int timed;		/* the buffer holds a timed event (its base time is set) */
 	uint64_t client;
 	struct ht_thread *next_all;	/* registry: push-only list */
 } __attribute__((aligned(HT_CACHELINE)));
@@ -59,14 +60,33 @@ static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
 __thread int ht_in_shim __attribute__((tls_model("initial-exec")));
 __thread struct ht_thread *ht_self __attribute__((tls_model("initial-exec")));
 
+/*
+ * Waiting for another thread: spin briefly, then yield, then sleep.  A
+ * thread under SCHED_FIFO waiting for a lower-priority holder on the same
+ * core would yield to nobody: only sleeping lets the holder run.  A raw
+ * system call, because nanosleep() is a cancellation point and a thread
+ * must never be cancelled inside malloc.
+ */
+void ht_backoff(unsigned *spins)
+{
+	++*spins;
+	if (*spins <= 16) {
+		__builtin_ia32_pause();
+	} else if (*spins <= 64) {
+		sched_yield();
+	} else {
+		struct timespec ts = { 0, 50000 };
+
+		syscall(SYS_nanosleep, &ts, NULL);
+	}
+}
+
 static void lock(atomic_flag *l)
 {
 	unsigned spins = 0;
 
-	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire)) {
-		if (++spins > 64)
-			sched_yield();
-	}
+	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
+		ht_backoff(&spins);
 }
 
 static void unlock(atomic_flag *l)
@@ -114,6 +134,8 @@ void threads_reset_after_fork(void)
 		self->tid = (uint32_t)syscall(SYS_gettid);
 		self->last_time = 0;
 		self->last_ptr = 0;
+		/* the parent's client began in the parent's dump, not the child's */
+		self->client = 0;
 	}
 }
 
@@ -180,8 +202,7 @@ static void acquire(struct ht_thread *t)
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return;
-		if (++spins > 16)
-			sched_yield();
+		ht_backoff(&spins);
 	}
 }
 
@@ -223,18 +244,26 @@ static struct ht_thread *thread_register(void)
 	t = region_alloc(&thread_region, sizeof(*t));
 	if (!t)
 		return NULL;
+	atomic_store(&t->state, ST_IDLE);
 	atomic_store(&t->claim, TH_ALIVE);
 	head = atomic_load(&registry);
 	do {
 		t->next_all = head;
 	} while (!atomic_compare_exchange_weak(&registry, &head, t));
 claimed:
+	/*
+	 * A reused record: the writer's steal may have seen it claimed and be
+	 * holding it (HELD) this very moment.  Take it BUSY like any event
+	 * before touching its fields.
+	 */
+	acquire(t);
 	t->tid = (uint32_t)syscall(SYS_gettid);
-	t->buf = NULL;
+	hand_off(t);		/* nothing is expected there: be safe */
 	t->client = 0;
 	t->last_time = 0;
 	t->last_ptr = 0;
-	atomic_store(&t->state, ST_IDLE);
+	t->timed = 0;
+	release(t);
 	ht_self = t;
 	if (exit_key_ok)
 		pthread_setspecific(exit_key, t);
@@ -246,6 +275,11 @@ static int writer_alive(void)
 	return writer_running() && atomic_load(&ht_phase) != HT_STOPPED;
 }
 
+static void count_lost(int reason)
+{
+	atomic_fetch_add_explicit(&ht_lost[reason], 1, memory_order_relaxed);
+}
+
 struct ht_thread *thread_begin(size_t need)
 {
 	struct ht_thread *t = ht_self;
@@ -253,8 +287,10 @@ struct ht_thread *thread_begin(size_t need)
 
 	if (HT_UNLIKELY(!t)) {
 		t = thread_register();
-		if (!t)
+		if (!t) {
+			count_lost(HTR_LOST_MEMORY);
 			return NULL;
+		}
 		is_new = 1;
 	}
 	acquire(t);
@@ -273,7 +309,7 @@ struct ht_thread *thread_begin(size_t need)
 		/* The writer is behind: wait for a buffer, not holding BUSY. */
 		release(t);
 		if (!writer_alive())
-			return NULL;
+			return NULL;	/* after the end: nothing more is recorded */
 		{
 			uint64_t seen = atomic_load(&recycled);
 			uint64_t give_up = ht_mono_ns() + 5000000000ull;
@@ -282,15 +318,22 @@ struct ht_thread *thread_begin(size_t need)
 			writer_wake();
 			while (atomic_load(&recycled) == seen && writer_alive()) {
 				/* A writer stuck for 5 s (a stopped disk?): count, go on. */
-				if (ht_mono_ns() > give_up)
+				if (ht_mono_ns() > give_up) {
+					count_lost(HTR_LOST_DISK);
 					return NULL;
-				nanosleep(&ts, NULL);
+				}
+				/* raw: nanosleep() is a cancellation point */
+				syscall(SYS_nanosleep, &ts, NULL);
 			}
 		}
 		acquire(t);
 	}
-	if (!t->buf->len)
+	if (!t->buf->len) {
 		t->last_ptr = 0;
+		t->timed = 0;
+		/* until a timed event sets it; never before the thread's last event */
+		t->buf->base_time = t->last_time << HTR_TICK_SHIFT;
+	}
 	if (HT_UNLIKELY(is_new)) {
 		/* The thread's first event: say it started. */
 		uint8_t *p = t->buf->data + t->buf->len;
@@ -306,6 +349,7 @@ struct ht_thread *thread_begin(size_t need)
 		if (t->buf->len + need > HT_BUF_BYTES) {
 			/* Cannot happen with need <= a stack record; be safe. */
 			release(t);
+			count_lost(HTR_LOST_MEMORY);
 			return NULL;
 		}
 	}
@@ -326,9 +370,15 @@ uint64_t thread_delta(struct ht_thread *t, uint64_t now)
 {
 	uint64_t tick = now >> HTR_TICK_SHIFT, d;
 
-	if (!t->buf->len) {
+	/*
+	 * The chunk's first timed event sets its base time.  Not "len == 0": a
+	 * stack definition may come first, and a realloc asks twice (before
+	 * and after the call) before its event is committed.
+	 */
+	if (!t->timed) {
 		t->buf->base_time = tick << HTR_TICK_SHIFT;
 		t->last_time = tick;
+		t->timed = 1;
 		return 0;
 	}
 	d = tick >= t->last_time ? tick - t->last_time : 0;

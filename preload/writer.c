@@ -448,7 +448,7 @@ static void *writer_main(void *arg)
 	uint64_t next = ht_mono_ns() + interval;
 
 	(void)arg;
-	ht_in_shim = 1;	/* anything this thread allocates is not traced */
+	ht_in_shim = HT_GUARD_WRITER;	/* anything this thread allocates is not traced */
 	atomic_store(&tid, (int)syscall(SYS_gettid));
 	for (;;) {
 		uint32_t seen = atomic_load(&wake_word);

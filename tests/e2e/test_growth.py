@@ -284,7 +284,8 @@ def start_live(d):
     ready = os.path.join(d, "ready")
     go = os.path.join(d, "go")
     env = check.clean_env({"LD_PRELOAD": check.SHIM, "HEAPTRAIL_OUT": dump,
-                           "TRUTH_OUT": truth, "READY_FILE": ready, "GO_FILE": go})
+                           "TRUTH_OUT": truth, "READY_FILE": ready, "GO_FILE": go,
+                           "HEAPTRAIL_MARK_SIGNAL": "USR2"})
     proc = subprocess.Popen([exe], env=env, cwd=d, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, dump, truth, ready, go

@@ -381,7 +381,7 @@ def skip_record(b, r):
 
 def test_snapshots():
     with T.case("snapshots"):
-        dump, truth, cp = record("reach_snapshot")
+        dump, truth, cp = record("reach_snapshot", env={"HEAPTRAIL_MARK_SIGNAL": "USR2"})
         T.eq("exit status", cp.returncode, 0)
         scans = reach_scans(dump)
         T.eq("scans: API snapshot, signal snapshot, exit", [s[1] for s in scans], [1, 1, 0])
@@ -424,7 +424,8 @@ def test_off():
         doc = leaks(dump)
         T.eq("no HEAPTRAIL_REACH: no scan", doc["totals"].get("reach_scan"), False)
         T.eq("... no REACH record", reach_scans(dump), [])
-        dump, truth, cp = record("reach_snapshot", reach=False)
+        dump, truth, cp = record("reach_snapshot", reach=False,
+                                 env={"HEAPTRAIL_MARK_SIGNAL": "USR2"})
         err = check.text(cp.stderr)
         T.eq("heaptrail_reach_snapshot() without HEAPTRAIL_REACH: exit status", cp.returncode, 0)
         T.eq("... says so once", err.count("heaptrail_reach_snapshot() needs HEAPTRAIL_REACH=exit"), 1)
