@@ -16,11 +16,24 @@
 
 __thread struct ht_new_pending ht_new_pending __attribute__((tls_model("initial-exec")));
 
-static void pending_begin(unsigned api, size_t size, size_t align)
+/*
+ * The outermost operator wins: libstdc++'s new[] calls new, which comes
+ * back through us.  Returns 1 when this call set the note (and must clear it).
+ */
+static int pending_begin(unsigned api, size_t size, size_t align)
 {
+	if (ht_new_pending.api)
+		return 0;
 	ht_new_pending.api = api;
 	ht_new_pending.size = size ? size : 1;
 	ht_new_pending.slack = align;	/* aligned_alloc rounds up to the alignment */
+	return 1;
+}
+
+static void pending_end(int mine)
+{
+	if (mine)
+		ht_new_pending.api = 0;
 }
 
 typedef void *(*new_fn)(size_t);
@@ -82,6 +95,7 @@ static void *plain_new(unsigned api, size_t size, const char *fallback)
 	int tr = begin();
 	void *p = ht_real.malloc(size ? size : 1);
 	new_fn f;
+	int mine;
 
 	if (HT_LIKELY(p != NULL))
 		return finish(tr, api, p, size);
@@ -90,9 +104,9 @@ static void *plain_new(unsigned api, size_t size, const char *fallback)
 	f = (new_fn)real_op(fallback);
 	if (!f)
 		return NULL;
-	pending_begin(api, size, 0);
+	mine = pending_begin(api, size, 0);
 	p = f(size);	/* may throw: the pending note then dies with its size */
-	ht_new_pending.api = 0;
+	pending_end(mine);
 	return p;
 }
 
@@ -101,6 +115,7 @@ static void *aligned_new(unsigned api, size_t size, size_t align, const char *fa
 	int tr = begin();
 	void *p = NULL;
 	new_align_fn f;
+	int mine;
 
 	if (HT_LIKELY(ht_real.posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
 					     size ? size : 1) == 0))
@@ -110,9 +125,9 @@ static void *aligned_new(unsigned api, size_t size, size_t align, const char *fa
 	f = (new_align_fn)real_op(fallback);
 	if (!f)
 		return NULL;
-	pending_begin(api, size, align);
+	mine = pending_begin(api, size, align);
 	p = f(size, align);
-	ht_new_pending.api = 0;
+	pending_end(mine);
 	return p;
 }
 
@@ -121,6 +136,7 @@ static void *nothrow_new(unsigned api, size_t size, const void *tag, const char 
 	int tr = begin();
 	void *p = ht_real.malloc(size ? size : 1);
 	new_nothrow_fn f;
+	int mine;
 
 	if (HT_LIKELY(p != NULL))
 		return finish(tr, api, p, size);
@@ -129,9 +145,9 @@ static void *nothrow_new(unsigned api, size_t size, const void *tag, const char 
 	f = (new_nothrow_fn)real_op(fallback);
 	if (!f)
 		return NULL;
-	pending_begin(api, size, 0);
+	mine = pending_begin(api, size, 0);
 	p = f(size, tag);
-	ht_new_pending.api = 0;
+	pending_end(mine);
 	return p;
 }
 
@@ -141,6 +157,7 @@ static void *aligned_nothrow_new(unsigned api, size_t size, size_t align,
 	int tr = begin();
 	void *p = NULL;
 	new_align_nothrow_fn f;
+	int mine;
 
 	if (HT_LIKELY(ht_real.posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
 					     size ? size : 1) == 0))
@@ -150,9 +167,9 @@ static void *aligned_nothrow_new(unsigned api, size_t size, size_t align,
 	f = (new_align_nothrow_fn)real_op(fallback);
 	if (!f)
 		return NULL;
-	pending_begin(api, size, align);
+	mine = pending_begin(api, size, align);
 	p = f(size, align, tag);
-	ht_new_pending.api = 0;
+	pending_end(mine);
 	return p;
 }
 
