@@ -29,15 +29,21 @@ struct segment {
 
 static struct segment seg;
 static _Atomic uint32_t seg_seq;
-static int tsc_ok;
+static _Atomic int tsc_ok;	/* the writer may turn it off */
 static uint64_t cal_tsc, cal_ns;	/* first calibration point */
 
 #if defined(__x86_64__)
+/*
+ * lfence first: rdtsc does not wait for earlier instructions, so without it
+ * an allocation's time could be read before the load that found the block
+ * on the allocator's free list, that is before another thread's free of it
+ * (whose time is read before the block is handed back).
+ */
 static inline uint64_t rdtsc(void)
 {
 	uint32_t lo, hi;
 
-	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	__asm__ volatile("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) : : "memory");
 	return (uint64_t)hi << 32 | lo;
 }
 #else
@@ -49,7 +55,7 @@ static inline uint64_t rdtsc(void)
 
 uint64_t ht_clock_ns(void)
 {
-	if (tsc_ok) {
+	if (atomic_load_explicit(&tsc_ok, memory_order_relaxed)) {
 		uint32_t s1, s2;
 		struct segment cur;
 
@@ -69,13 +75,13 @@ uint64_t ht_clock_ns(void)
 	return ht_mono_ns();
 }
 
-void clock_init(void)
+/* Does the kernel keep time with the TSC (so it checks its stability for us)? */
+static int kernel_uses_tsc(void)
 {
 	char buf[32] = "";
 	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
 		      O_RDONLY | O_CLOEXEC);
 
-	ht_start_ns = ht_mono_ns();
 	if (fd >= 0) {
 		ssize_t n = read(fd, buf, sizeof(buf) - 1);
 
@@ -83,8 +89,16 @@ void clock_init(void)
 		buf[n > 0 ? n : 0] = '\0';
 	}
 #if defined(__x86_64__)
-	tsc_ok = !strcmp(buf, "tsc\n");
+	return !strcmp(buf, "tsc\n");
+#else
+	return 0;
 #endif
+}
+
+void clock_init(void)
+{
+	ht_start_ns = ht_mono_ns();
+	tsc_ok = kernel_uses_tsc();
 	memset(&seg, 0, sizeof(seg));
 	atomic_store(&seg_seq, 0);
 	if (tsc_ok) {
@@ -118,8 +132,18 @@ void clock_calibrate(uint64_t interval_ns)
 	struct segment next;
 	double slope, correction;
 
+	static unsigned rounds;
+
 	if (!tsc_ok)
 		return;
+	/*
+	 * The kernel's watchdog may find the TSC unstable and switch away
+	 * from it; then so do we (events fall back to clock_gettime()).
+	 */
+	if (++rounds % 16 == 0 && !kernel_uses_tsc()) {
+		atomic_store_explicit(&tsc_ok, 0, memory_order_relaxed);
+		return;
+	}
 	pair(&tsc, &ns);
 	if (ns - cal_ns < 20000000u || tsc <= cal_tsc)
 		return;		/* too short a baseline for a good slope yet */
