@@ -115,6 +115,31 @@ static void tell_dumps(const char *pat, const struct seen *before,
 
 /* ---- running it ------------------------------------------------------- */
 
+/*
+ * Can a dump be created at 'pattern'?  Checked before the run so that the
+ * user reads one line, ours, instead of the shim's and then "no dump was
+ * written".  0, or an errno.  A directory part with a '%' is left to the shim.
+ */
+static int out_unwritable(const char *pattern)
+{
+	char dir[PATH_MAX + 64];
+	const char *slash = strrchr(pattern, '/');
+	struct stat st;
+
+	if (!stat(pattern, &st) && S_ISDIR(st.st_mode))
+		return EISDIR;
+	if (!slash)
+		return 0;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - pattern), pattern);
+	if (!dir[0] || strchr(dir, '%'))
+		return 0;
+	if (stat(dir, &st))
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return ENOTDIR;
+	return access(dir, W_OK | X_OK) ? errno : 0;
+}
+
 struct record_opts {
 	const char *out;
 	const char *follow;
@@ -255,6 +280,17 @@ int cmd_record(int argc, char **argv)
 	}
 	if (!getcwd(cwd, sizeof(cwd)))
 		cwd[0] = 0;
+	x = out_unwritable(pattern);
+	if (x) {
+		/* the command still runs, as it would without us; the shim stays quiet */
+		fprintf(stderr, "heaptrail: cannot create '%s': %s: running the command untraced\n",
+			pattern, strerror(x));
+		if (launch_setenv("HEAPTRAIL_QUIET", "1") < 0 ||
+		    launch_setenv("HEAPTRAIL_OUT", "/dev/null/unwritable") < 0)
+			return CLI_USAGE;
+		rc = launch_run(path, argv + optind, &status);
+		return rc ? rc : launch_exit_code(status);
+	}
 	out_glob(pattern, glob_pat, sizeof(glob_pat));
 	snapshot(glob_pat, &before);
 	rc = launch_run(path, argv + optind, &status);
