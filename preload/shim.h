@@ -321,6 +321,26 @@ static inline uint64_t ht_ptr_hash(uintptr_t p)
 
 #define HT_FILTER_BITS 16	/* 64 KiB counting filter: stays in cache */
 
+/* bytesample.c: one bit per hash bucket holding a recorded block (8 KiB, in L1) */
+#define HT_SAMPLED_WORDS 1024
+extern _Atomic uint64_t ht_sampled_bits[HT_SAMPLED_WORDS] __attribute__((visibility("hidden")));
+
+static inline uint32_t ht_sampled_bucket(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	/* blocks are 16-byte aligned; fold the bits above 1 MiB in (no multiply) */
+	return (uint32_t)((a >> 4) ^ (a >> 20)) & (HT_SAMPLED_WORDS * 64 - 1);
+}
+
+static inline int ht_sampled_maybe(const void *p)
+{
+	uint32_t b = ht_sampled_bucket(p);
+
+	return (atomic_load_explicit(&ht_sampled_bits[b / 64], memory_order_relaxed) >>
+		(b % 64)) & 1;
+}
+
 /*
  * Might this free be of a recorded block?  Lock-free, no guard needed: with
  * sampling, most frees are of blocks never recorded and leave here for the
@@ -330,11 +350,7 @@ static inline int ht_may_keep_free(const void *p)
 {
 	if (HT_LIKELY(!ht_cfg.sample_bytes))
 		return 1;
-	if (!atomic_load_explicit(ht_sampled_count, memory_order_relaxed))
-		return 0;
-	return atomic_load_explicit(&ht_sampled_filter[(ht_ptr_hash((uintptr_t)p) >> 40) &
-						       ((1u << HT_FILTER_BITS) - 1)],
-				    memory_order_relaxed) != 0;
+	return ht_sampled_maybe(p);
 }
 
 /* Record this free?  Always, unless sampling never recorded the block. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "unwind.h"
 
 /*
  * The table maps a stack (its return addresses and the module epoch) to a
@@ -47,7 +48,7 @@ static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
  * miss away.  Entries are checked against the interned copy, so a hit is
  * exact; the epoch invalidates them after an unload or a fork.
  */
-#define CACHE_SLOTS 64
+#define CACHE_SLOTS 256		/* 4 KiB a thread; 64 thrashed on 36 stacks */
 struct cache_entry {
 	uint64_t hash;
 	uint32_t id;
@@ -69,8 +70,10 @@ int stacks_init(void)
 	table = region_alloc(&table_region, TABLE_SLOTS * sizeof(uint64_t));
 	infos = region_alloc(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
 	ips = (uintptr_t *)ip_region.base;	/* bumped through ip_region.used */
-	if (ht_cfg.unwind == HTR_UNWIND_LIBUNWIND)
+	if (ht_cfg.unwind == HTR_UNWIND_LIBUNWIND) {
 		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+		unwind_init();	/* without it, every stack goes to libunwind */
+	}
 	return 0;
 }
 
@@ -96,11 +99,7 @@ void stacks_set_self_range(uintptr_t lo, uintptr_t hi)
 void stacks_new_epoch(void)
 {
 	atomic_fetch_add(&epoch, 1);
-}
-
-static int in_self(uintptr_t ip)
-{
-	return ip >= self_lo && ip < self_hi;
+	unwind_forget();	/* its cached rules may now describe other code */
 }
 
 /* Upper end of this thread's stack, for checking frame pointers. */
@@ -154,45 +153,75 @@ static unsigned fp_backtrace(uintptr_t *out, unsigned max)
 void stacks_capture(struct ht_capture *c)
 {
 	uintptr_t raw[HTR_MAX_DEPTH + 16];
-	unsigned want = ht_cfg.depth + 16, n, i;
+	unsigned keep = ht_cfg.depth, want = keep + 16, n, i, d;
+	uintptr_t lo = self_lo, span = self_hi - self_lo;
 
 	if (want > sizeof(raw) / sizeof(raw[0]))
 		want = sizeof(raw) / sizeof(raw[0]);
 	if (ht_cfg.unwind == HTR_UNWIND_FP) {
 		n = fp_backtrace(raw, want);
 	} else {
-		int got = unw_backtrace((void **)raw, (int)want);
+		/* cached .eh_frame rules (unwind.c); libunwind for what they cannot do */
+		int got = unwind_backtrace(raw, want);
 
+		if (got < 0)
+			got = unw_backtrace((void **)raw, (int)want);
 		n = got > 0 ? (unsigned)got : 0;
 	}
-	c->depth = 0;
 	/* Our frames go: the interposed entry and main()'s wrapper alike. */
-	for (i = 0; i < n && c->depth < ht_cfg.depth; i++)
-		if (!in_self(raw[i]))
-			c->ips[c->depth++] = raw[i];
+	for (i = 0, d = 0; i < n && d < keep; i++)
+		if (raw[i] - lo >= span)	/* not in [self_lo, self_hi) */
+			c->ips[d++] = raw[i];
+	c->depth = d;
 }
 
+/*
+ * Four independent lanes: a stack is hashed on every allocation, and one
+ * serial multiply chain over 15 addresses costs more than the lookup.
+ */
 static uint64_t hash_stack(const uintptr_t *p, unsigned n, uint32_t ep)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 32) ^ ep;
-	unsigned i;
+	const uint64_t k = 0xff51afd7ed558ccdull;
+	uint64_t a = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 32) ^ ep;
+	uint64_t b = 0xc2b2ae3d27d4eb4full, c = 0x165667b19e3779f9ull, d = 0x27d4eb2f165667c5ull;
+	unsigned i = 0;
+	uint64_t h;
 
-	for (i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0xff51afd7ed558ccdull;
-		h ^= h >> 32;
+	for (; i + 4 <= n; i += 4) {
+		a = (a ^ p[i]) * k;
+		b = (b ^ p[i + 1]) * k;
+		c = (c ^ p[i + 2]) * k;
+		d = (d ^ p[i + 3]) * k;
+		a ^= a >> 32;
+		b ^= b >> 32;
+		c ^= c >> 32;
+		d ^= d >> 32;
 	}
+	for (; i < n; i++) {
+		a = (a ^ p[i]) * k;
+		a ^= a >> 32;
+	}
+	h = a ^ ((b << 17) | (b >> 47)) ^ ((c << 31) | (c >> 33)) ^ ((d << 47) | (d >> 17));
 	h *= 0xc4ceb9fe1a85ec53ull;
 	h ^= h >> 29;
+	h *= k;
+	h ^= h >> 32;
 	return h;
 }
 
 static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
 {
 	const struct stack_info *si = &infos[id];
+	const uintptr_t *a, *b = c->ips;
+	unsigned i;
 
-	return si->depth == c->depth && si->epoch == ep &&
-	       !memcmp(ips + si->ip_off, c->ips, c->depth * sizeof(uintptr_t));
+	if (si->depth != c->depth || si->epoch != ep)
+		return 0;
+	a = ips + si->ip_off;
+	for (i = 0; i < c->depth; i++)	/* short: inline, not memcmp */
+		if (a[i] != b[i])
+			return 0;
+	return 1;
 }
 
 uint32_t stacks_intern(const struct ht_capture *c, int *is_new)

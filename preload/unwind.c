@@ -1,0 +1,787 @@
+/* unwind.c - fast x86-64 stack walk from .eh_frame rules cached per return address */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "shim.h"
+#include "unwind.h"
+
+/*
+ * libunwind's unw_backtrace costs about a microsecond per stack (a third of
+ * the shim's cycles under full tracing).  Most of a stack walk is the same
+ * few hundred return addresses again and again, and at each of them the way
+ * to the caller's frame is fixed: on x86-64 the canonical frame address
+ * (CFA) is RSP or RBP plus a constant, the return address sits at CFA - 8,
+ * and RBP is either unchanged or saved at CFA + n.  So this walker learns
+ * that rule once per return address from the module's .eh_frame (found with
+ * _dl_find_object, no loader lock, no dl_iterate_phdr), caches it in a
+ * global lock-free table, and from then on a frame costs one table lookup
+ * and two stack reads.
+ *
+ * Anything the cache cannot express (no FDE, a CFA expression, a signal
+ * frame, RBP held in another register, a stack we do not know the bounds
+ * of, a read outside it) makes unwind_backtrace() answer -1, and the caller
+ * asks libunwind for that stack as before: the result is the same frames,
+ * only slower.  Every stack read is checked against the thread's stack
+ * bounds first, so a corrupt frame chain ends the walk, never the program.
+ */
+
+#if defined(__x86_64__)
+
+enum { K_NONE = 0, K_RSP = 1, K_RBP = 2, K_END = 3, K_FAIL = 4 };
+
+/*
+ * One rule in 32 bits: kind (3 bits), RBP saved (1 bit), RBP's slot as
+ * (offset from the CFA) / 8 (signed, 8 bits), CFA offset (20 bits).  The
+ * other 32 bits of the entry's rule word hold a tag of the address, so an
+ * entry read while it is being replaced is recognised as not this one.
+ */
+#define R_KIND(r) ((r) & 7u)
+#define R_BPSAVED(r) (((r) >> 3) & 1u)
+#define R_BPOFF(r) ((int64_t)(int8_t)((r) >> 4) * 8)
+#define R_CFAOFF(r) ((int64_t)((r) >> 12))
+#define CFAOFF_MAX ((1 << 20) - 1)
+
+#define CACHE_BITS 17			/* 128K entries, 2 MiB reserved */
+#define CACHE_SLOTS (1u << CACHE_BITS)
+#define CACHE_LIMIT (CACHE_SLOTS / 4 * 3)
+#define PROBES 16
+
+struct entry {
+	_Atomic uint64_t ip;
+	_Atomic uint64_t rule;		/* tag << 32 | rule; 0 = not ready */
+};
+
+static struct ht_region cache_region;
+static struct entry *cache;
+static _Atomic uint32_t cache_used;
+static int unwind_ok;
+
+/*
+ * Each thread keeps the rules it uses in a small direct-mapped cache of its
+ * own (8 KiB): the global table is megabytes of address space, and there a
+ * stack of 15 frames touched 15 pages (TLB misses) on every walk.  The index
+ * is a cheap fold of the address (a multiply would lengthen the chain of
+ * dependent loads a walk is); the key holds the generation of
+ * unwind_forget() the rule was learnt in.
+ */
+#define TCACHE_SLOTS 512
+struct tentry {
+	uint64_t key;		/* ip | generation << 48 */
+	uint32_t rule;
+};
+static __thread struct tentry tcache[TCACHE_SLOTS]
+	__attribute__((tls_model("initial-exec"), aligned(64)));
+static _Atomic uint32_t forget_gen = 1;
+
+static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+
+int unwind_init(void)
+{
+	if (region_reserve(&cache_region, CACHE_SLOTS * sizeof(struct entry)))
+		return -1;
+	cache = region_alloc(&cache_region, CACHE_SLOTS * sizeof(struct entry));
+	unwind_ok = cache != NULL;
+	return unwind_ok ? 0 : -1;
+}
+
+/*
+ * A module was unloaded: new code may be mapped where its code was.  Every
+ * rule goes; a walk running meanwhile sees either a whole entry or an empty
+ * one (the tag check).
+ */
+void unwind_forget(void)
+{
+	uint32_t i;
+
+	if (!cache)
+		return;
+	for (i = 0; i < CACHE_SLOTS; i++) {
+		if (atomic_load_explicit(&cache[i].ip, memory_order_relaxed)) {
+			atomic_store_explicit(&cache[i].rule, 0, memory_order_relaxed);
+			atomic_store_explicit(&cache[i].ip, 0, memory_order_relaxed);
+		}
+	}
+	atomic_store(&cache_used, 0);
+	atomic_fetch_add(&forget_gen, 1);
+}
+
+static inline uint32_t tag_of(uintptr_t ip)
+{
+	return (uint32_t)((ip * 0x9e3779b97f4a7c15ull) >> 32) | 1;
+}
+
+static inline uint32_t slot_of(uintptr_t ip)
+{
+	return (uint32_t)((ip * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS));
+}
+
+static inline uint32_t cache_get(uintptr_t ip)
+{
+	uint32_t i = slot_of(ip), n;
+
+	for (n = 0; n < PROBES; n++, i = (i + 1) & (CACHE_SLOTS - 1)) {
+		uint64_t k = atomic_load_explicit(&cache[i].ip, memory_order_acquire);
+
+		if (k == ip) {
+			uint64_t r = atomic_load_explicit(&cache[i].rule, memory_order_acquire);
+
+			return (uint32_t)(r >> 32) == tag_of(ip) ? (uint32_t)r : K_NONE;
+		}
+		if (!k)
+			return K_NONE;
+	}
+	return K_NONE;
+}
+
+static void cache_put(uintptr_t ip, uint32_t rule)
+{
+	uint32_t i = slot_of(ip), n;
+
+	if (atomic_load_explicit(&cache_used, memory_order_relaxed) >= CACHE_LIMIT)
+		return;
+	for (n = 0; n < PROBES; n++, i = (i + 1) & (CACHE_SLOTS - 1)) {
+		uint64_t k = 0;
+
+		if (atomic_compare_exchange_strong_explicit(&cache[i].ip, &k, ip,
+							    memory_order_acq_rel,
+							    memory_order_acquire)) {
+			atomic_fetch_add_explicit(&cache_used, 1, memory_order_relaxed);
+			atomic_store_explicit(&cache[i].rule, (uint64_t)tag_of(ip) << 32 | rule,
+					      memory_order_release);
+			return;
+		}
+		if (k == ip)
+			return;		/* another thread learnt it */
+	}
+}
+
+/* ---- reading .eh_frame_hdr and .eh_frame ---- */
+
+#define DW_EH_PE_omit 0xff
+#define DW_EH_PE_absptr 0x00
+#define DW_EH_PE_uleb128 0x01
+#define DW_EH_PE_udata2 0x02
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_udata8 0x04
+#define DW_EH_PE_sleb128 0x09
+#define DW_EH_PE_sdata2 0x0a
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_sdata8 0x0c
+#define DW_EH_PE_pcrel 0x10
+#define DW_EH_PE_datarel 0x30
+#define DW_EH_PE_indirect 0x80
+
+struct rd {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+static uint64_t rd_uleb(struct rd *r)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+
+	while (r->p < r->end) {
+		uint8_t b = *r->p++;
+
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+		if (!(b & 0x80))
+			return v;
+	}
+	r->bad = 1;
+	return 0;
+}
+
+static int64_t rd_sleb(struct rd *r)
+{
+	int64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b = 0;
+
+	while (r->p < r->end) {
+		b = *r->p++;
+		if (shift < 64)
+			v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+		shift += 7;
+		if (!(b & 0x80)) {
+			if (shift < 64 && (b & 0x40))
+				v |= -((int64_t)1 << shift);
+			return v;
+		}
+	}
+	r->bad = 1;
+	return 0;
+}
+
+static uint64_t rd_fixed(struct rd *r, unsigned n)
+{
+	uint64_t v = 0;
+
+	if ((size_t)(r->end - r->p) < n) {
+		r->bad = 1;
+		return 0;
+	}
+	memcpy(&v, r->p, n);	/* little-endian */
+	r->p += n;
+	return v;
+}
+
+static uint8_t rd_u8(struct rd *r)
+{
+	return (uint8_t)rd_fixed(r, 1);
+}
+
+/* A pointer in encoding 'enc'; 'data' is the base of DW_EH_PE_datarel. */
+static uint64_t rd_ptr(struct rd *r, uint8_t enc, uintptr_t data)
+{
+	uintptr_t at = (uintptr_t)r->p;
+	uint64_t v;
+
+	if (enc == DW_EH_PE_omit)
+		return 0;
+	switch (enc & 0x0f) {
+	case DW_EH_PE_absptr:
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_sdata8:
+		v = rd_fixed(r, 8);
+		break;
+	case DW_EH_PE_uleb128:
+		v = rd_uleb(r);
+		break;
+	case DW_EH_PE_udata2:
+		v = rd_fixed(r, 2);
+		break;
+	case DW_EH_PE_sdata2:
+		v = (uint64_t)(int64_t)(int16_t)rd_fixed(r, 2);
+		break;
+	case DW_EH_PE_udata4:
+		v = rd_fixed(r, 4);
+		break;
+	case DW_EH_PE_sdata4:
+		v = (uint64_t)(int64_t)(int32_t)rd_fixed(r, 4);
+		break;
+	case DW_EH_PE_sleb128:
+		v = (uint64_t)rd_sleb(r);
+		break;
+	default:
+		r->bad = 1;
+		return 0;
+	}
+	switch (enc & 0x70) {
+	case 0:
+		break;
+	case DW_EH_PE_pcrel:
+		v += at;
+		break;
+	case DW_EH_PE_datarel:
+		v += data;
+		break;
+	default:
+		r->bad = 1;	/* textrel, funcrel, aligned: not in .eh_frame on x86-64 */
+		return 0;
+	}
+	if (enc & DW_EH_PE_indirect)
+		r->bad = 1;	/* only personality pointers are indirect; we skip those */
+	return v;
+}
+
+/* The FDE covering pc, through the binary-search table of .eh_frame_hdr. */
+static const uint8_t *find_fde(const uint8_t *hdr, uintptr_t pc)
+{
+	struct rd r = { hdr, hdr + 4 + 16, 0 };
+	uint8_t version, fp_enc, count_enc, table_enc;
+	uint64_t count, lo, hi;
+	const int32_t *table;
+
+	version = rd_u8(&r);
+	fp_enc = rd_u8(&r);
+	count_enc = rd_u8(&r);
+	table_enc = rd_u8(&r);
+	if (version != 1 || table_enc != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+		return NULL;
+	r.end = r.p + 16;
+	(void)rd_ptr(&r, fp_enc, (uintptr_t)hdr);
+	count = rd_ptr(&r, count_enc, (uintptr_t)hdr);
+	if (r.bad || !count || count > (1u << 28))
+		return NULL;
+	table = (const int32_t *)r.p;
+	/* last entry whose initial location <= pc */
+	lo = 0;
+	hi = count;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if ((uintptr_t)hdr + (intptr_t)table[2 * mid] <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if ((uintptr_t)hdr + (intptr_t)table[2 * lo] > pc)
+		return NULL;
+	return hdr + (intptr_t)table[2 * lo + 1];
+}
+
+/* ---- the CFA program ---- */
+
+enum { REG_RBP = 6, REG_RSP = 7, REG_RA = 16 };
+enum { RU_SAME = 0, RU_OFFSET = 1, RU_OTHER = 2, RU_UNDEF = 3 };
+
+struct cfa_state {
+	int cfa_reg;
+	int64_t cfa_off;
+	int bp_rule, ra_rule;
+	int64_t bp_off, ra_off;
+	int cfa_other;		/* a CFA expression */
+};
+
+struct cie {
+	uint64_t code_align;
+	int64_t data_align;
+	uint64_t ra_reg;
+	uint8_t fde_enc;
+	int has_aug, signal;
+	const uint8_t *insns, *end;
+};
+
+static int parse_cie(const uint8_t *p, struct cie *c)
+{
+	struct rd r;
+	uint32_t len;
+	uint8_t version;
+	const char *aug;
+
+	memcpy(&len, p, 4);
+	if (len == 0 || len == 0xffffffffu)
+		return -1;
+	r.p = p + 4;
+	r.end = p + 4 + len;
+	r.bad = 0;
+	if (rd_fixed(&r, 4) != 0)
+		return -1;	/* not a CIE */
+	version = rd_u8(&r);
+	if (version != 1 && version != 3)
+		return -1;
+	aug = (const char *)r.p;
+	while (r.p < r.end && *r.p)
+		r.p++;
+	if (r.p >= r.end)
+		return -1;
+	r.p++;
+	c->code_align = rd_uleb(&r);
+	c->data_align = rd_sleb(&r);
+	c->ra_reg = version == 1 ? rd_u8(&r) : rd_uleb(&r);
+	c->fde_enc = DW_EH_PE_absptr;
+	c->has_aug = 0;
+	c->signal = 0;
+	if (aug[0] == 'z') {
+		uint64_t alen = rd_uleb(&r);
+		const uint8_t *aend = r.p + alen;
+		const char *a;
+
+		c->has_aug = 1;
+		if (alen > (uint64_t)(r.end - r.p))
+			return -1;
+		for (a = aug + 1; *a; a++) {
+			if (*a == 'R') {
+				c->fde_enc = rd_u8(&r);
+			} else if (*a == 'L') {
+				(void)rd_u8(&r);
+			} else if (*a == 'P') {
+				uint8_t enc = rd_u8(&r);
+
+				/* skip the personality pointer, whatever it holds */
+				(void)rd_ptr(&r, enc & 0x7f, 0);
+			} else if (*a == 'S') {
+				c->signal = 1;
+			} else if (*a != 'B') {
+				return -1;
+			}
+		}
+		r.p = aend;
+	} else if (aug[0]) {
+		return -1;
+	}
+	if (r.bad || r.p > r.end)
+		return -1;
+	c->insns = r.p;
+	c->end = r.end;
+	return 0;
+}
+
+static void set_rule(struct cfa_state *s, uint64_t reg, int rule, int64_t off)
+{
+	if (reg == REG_RBP) {
+		s->bp_rule = rule;
+		s->bp_off = off;
+	} else if (reg == REG_RA) {
+		s->ra_rule = rule;
+		s->ra_off = off;
+	} else if (reg == REG_RSP && rule != RU_SAME) {
+		s->cfa_other = 1;	/* RSP is always the CFA here */
+	}
+}
+
+#define STATE_STACK 8
+
+/*
+ * Run CFA instructions until the location passes pc.  'init' is the state
+ * after the CIE's instructions (what DW_CFA_restore goes back to); NULL while
+ * running them.  Returns 1 when pc was passed, 0 at the end, -1 on anything
+ * unsupported.
+ */
+static int run_cfa(const uint8_t *p, const uint8_t *end, const struct cie *c,
+		   uint64_t *loc, uint64_t pc, struct cfa_state *s,
+		   const struct cfa_state *init)
+{
+	struct cfa_state stack[STATE_STACK];
+	unsigned depth = 0;
+	struct rd r = { p, end, 0 };
+
+	while (r.p < r.end && !r.bad) {
+		uint8_t op = *r.p++;
+		uint8_t hi2 = op >> 6, low = op & 0x3f;
+		uint64_t reg, delta;
+		int64_t off;
+
+		if (hi2 == 1) {		/* DW_CFA_advance_loc */
+			*loc += low * c->code_align;
+			if (*loc > pc)
+				return 1;
+			continue;
+		}
+		if (hi2 == 2) {		/* DW_CFA_offset */
+			off = (int64_t)rd_uleb(&r) * c->data_align;
+			set_rule(s, low, RU_OFFSET, off);
+			continue;
+		}
+		if (hi2 == 3) {		/* DW_CFA_restore */
+			if (!init)
+				return -1;
+			if (low == REG_RBP) {
+				s->bp_rule = init->bp_rule;
+				s->bp_off = init->bp_off;
+			} else if (low == REG_RA) {
+				s->ra_rule = init->ra_rule;
+				s->ra_off = init->ra_off;
+			}
+			continue;
+		}
+		switch (op) {
+		case 0x00:	/* nop */
+			break;
+		case 0x01:	/* set_loc */
+			*loc = rd_ptr(&r, c->fde_enc, 0);
+			if (*loc > pc)
+				return 1;
+			break;
+		case 0x02:	/* advance_loc1 */
+		case 0x03:	/* advance_loc2 */
+		case 0x04:	/* advance_loc4 */
+			delta = rd_fixed(&r, op == 0x02 ? 1 : op == 0x03 ? 2 : 4);
+			*loc += delta * c->code_align;
+			if (*loc > pc)
+				return 1;
+			break;
+		case 0x05:	/* offset_extended */
+			reg = rd_uleb(&r);
+			off = (int64_t)rd_uleb(&r) * c->data_align;
+			set_rule(s, reg, RU_OFFSET, off);
+			break;
+		case 0x06:	/* restore_extended */
+			reg = rd_uleb(&r);
+			if (!init)
+				return -1;
+			if (reg == REG_RBP) {
+				s->bp_rule = init->bp_rule;
+				s->bp_off = init->bp_off;
+			} else if (reg == REG_RA) {
+				s->ra_rule = init->ra_rule;
+				s->ra_off = init->ra_off;
+			}
+			break;
+		case 0x07:	/* undefined */
+			set_rule(s, rd_uleb(&r), RU_UNDEF, 0);
+			break;
+		case 0x08:	/* same_value */
+			set_rule(s, rd_uleb(&r), RU_SAME, 0);
+			break;
+		case 0x09:	/* register */
+			reg = rd_uleb(&r);
+			(void)rd_uleb(&r);
+			set_rule(s, reg, RU_OTHER, 0);
+			break;
+		case 0x0a:	/* remember_state */
+			if (depth >= STATE_STACK)
+				return -1;
+			stack[depth++] = *s;
+			break;
+		case 0x0b:	/* restore_state */
+			if (!depth)
+				return -1;
+			/* the CFA too, as libgcc and libunwind do: GCC's
+			 * epilogues in mid-function rely on it */
+			*s = stack[--depth];
+			break;
+		case 0x0c:	/* def_cfa */
+			s->cfa_reg = (int)rd_uleb(&r);
+			s->cfa_off = (int64_t)rd_uleb(&r);
+			s->cfa_other = 0;
+			break;
+		case 0x0d:	/* def_cfa_register */
+			s->cfa_reg = (int)rd_uleb(&r);
+			s->cfa_other = 0;
+			break;
+		case 0x0e:	/* def_cfa_offset */
+			s->cfa_off = (int64_t)rd_uleb(&r);
+			break;
+		case 0x0f:	/* def_cfa_expression */
+			s->cfa_other = 1;
+			delta = rd_uleb(&r);
+			if (delta > (uint64_t)(r.end - r.p))
+				return -1;
+			r.p += delta;
+			break;
+		case 0x10:	/* expression */
+		case 0x16:	/* val_expression */
+			reg = rd_uleb(&r);
+			delta = rd_uleb(&r);
+			if (delta > (uint64_t)(r.end - r.p))
+				return -1;
+			r.p += delta;
+			set_rule(s, reg, RU_OTHER, 0);
+			break;
+		case 0x11:	/* offset_extended_sf */
+			reg = rd_uleb(&r);
+			off = rd_sleb(&r) * c->data_align;
+			set_rule(s, reg, RU_OFFSET, off);
+			break;
+		case 0x12:	/* def_cfa_sf */
+			s->cfa_reg = (int)rd_uleb(&r);
+			s->cfa_off = rd_sleb(&r) * c->data_align;
+			s->cfa_other = 0;
+			break;
+		case 0x13:	/* def_cfa_offset_sf */
+			s->cfa_off = rd_sleb(&r) * c->data_align;
+			break;
+		case 0x14:	/* val_offset */
+			reg = rd_uleb(&r);
+			(void)rd_uleb(&r);
+			set_rule(s, reg, RU_OTHER, 0);
+			break;
+		case 0x15:	/* val_offset_sf */
+			reg = rd_uleb(&r);
+			(void)rd_sleb(&r);
+			set_rule(s, reg, RU_OTHER, 0);
+			break;
+		case 0x2e:	/* GNU_args_size */
+			(void)rd_uleb(&r);
+			break;
+		case 0x2f:	/* GNU_negative_offset_extended */
+			reg = rd_uleb(&r);
+			off = -(int64_t)rd_uleb(&r) * c->data_align;
+			set_rule(s, reg, RU_OFFSET, off);
+			break;
+		default:
+			return -1;
+		}
+	}
+	return r.bad ? -1 : 0;
+}
+
+/* The rule at return address ip (the call is at ip - 1). */
+static uint32_t learn(uintptr_t ip)
+{
+	struct dl_find_object dlfo;
+	const uint8_t *fde, *cie_p;
+	struct cie c;
+	struct cfa_state s, init;
+	struct rd r;
+	uint32_t len, cie_off;
+	uint64_t pc = ip - 1, start, range, loc;
+	uint32_t rule;
+	int ret;
+
+	if (_dl_find_object((void *)pc, &dlfo) != 0 || !dlfo.dlfo_eh_frame)
+		return K_FAIL;
+	fde = find_fde(dlfo.dlfo_eh_frame, pc);
+	if (!fde)
+		return K_FAIL;
+	memcpy(&len, fde, 4);
+	if (len == 0 || len == 0xffffffffu)
+		return K_FAIL;
+	memcpy(&cie_off, fde + 4, 4);
+	if (!cie_off)
+		return K_FAIL;
+	cie_p = fde + 4 - cie_off;
+	if (parse_cie(cie_p, &c) < 0 || c.signal || c.ra_reg != REG_RA)
+		return K_FAIL;
+	r.p = fde + 8;
+	r.end = fde + 4 + len;
+	r.bad = 0;
+	start = rd_ptr(&r, c.fde_enc, 0);
+	range = rd_ptr(&r, c.fde_enc & 0x0f, 0);
+	if (r.bad || pc < start || pc >= start + range)
+		return K_FAIL;
+	if (c.has_aug) {
+		uint64_t alen = rd_uleb(&r);
+
+		if (alen > (uint64_t)(r.end - r.p))
+			return K_FAIL;
+		r.p += alen;
+	}
+	memset(&s, 0, sizeof(s));
+	s.cfa_reg = -1;
+	s.bp_rule = RU_SAME;
+	s.ra_rule = RU_UNDEF;
+	loc = start;
+	if (run_cfa(c.insns, c.end, &c, &loc, pc, &s, NULL) != 0)
+		return K_FAIL;	/* the CIE's instructions cannot pass a location */
+	init = s;
+	loc = start;
+	ret = run_cfa(r.p, r.end, &c, &loc, pc, &s, &init);
+	if (ret < 0 || s.cfa_other)
+		return K_FAIL;
+	if (s.ra_rule == RU_UNDEF)
+		return K_END;	/* the outermost frame (_start, clone) */
+	if (s.ra_rule != RU_OFFSET || s.ra_off != -8)
+		return K_FAIL;
+	if (s.cfa_reg != REG_RSP && s.cfa_reg != REG_RBP)
+		return K_FAIL;
+	if (s.cfa_off < 8 || s.cfa_off > CFAOFF_MAX)
+		return K_FAIL;
+	if (s.bp_rule == RU_OFFSET) {
+		if (s.bp_off % 8 || s.bp_off < -128 * 8 || s.bp_off > 127 * 8)
+			return K_FAIL;
+	} else if (s.bp_rule != RU_SAME) {
+		return K_FAIL;
+	}
+	rule = (s.cfa_reg == REG_RSP ? K_RSP : K_RBP) |
+	       (s.bp_rule == RU_OFFSET ? 1u << 3 : 0) |
+	       ((uint32_t)(uint8_t)(int8_t)(s.bp_off / 8) << 4) |
+	       ((uint32_t)s.cfa_off << 12);
+	return rule;
+}
+
+/* This thread's stack, [lo, hi): reads outside it are never made. */
+static int thread_stack(uintptr_t *lo, uintptr_t *hi)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+
+	if (!stack_hi) {
+		if (pthread_getattr_np(pthread_self(), &attr) != 0)
+			return -1;
+		if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+			stack_lo = (uintptr_t)addr;
+			stack_hi = (uintptr_t)addr + size;
+		}
+		pthread_attr_destroy(&attr);
+		if (!stack_hi)
+			return -1;
+	}
+	*lo = stack_lo;
+	*hi = stack_hi;
+	return 0;
+}
+
+static inline uint32_t rule_of(uintptr_t ip, uint64_t gen)
+{
+	struct tentry *te = &tcache[(ip ^ (ip >> 9)) & (TCACHE_SLOTS - 1)];
+	uint32_t rule;
+
+	if (HT_LIKELY(te->key == (ip | gen)))
+		return te->rule;
+	rule = cache_get(ip);
+	if (HT_UNLIKELY(rule == K_NONE)) {
+		rule = learn(ip);
+		cache_put(ip, rule);
+	}
+	te->key = ip | gen;
+	te->rule = rule;
+	return rule;
+}
+
+/*
+ * The return addresses of the caller's stack, innermost first, the first
+ * being the caller's own.  -1: some frame is beyond the cache's rules; ask
+ * libunwind.
+ */
+__attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max)
+{
+	uintptr_t *fp = __builtin_frame_address(0);
+	uintptr_t lo, hi, sp, bp, ip;
+	/* user-space addresses are below 1 << 47 */
+	uint64_t gen = (uint64_t)(atomic_load_explicit(&forget_gen, memory_order_acquire) &
+				  0xffff) << 48;
+	unsigned n = 0;
+
+	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
+		return -1;
+	/* our own frame: RBP-based, by -fno-omit-frame-pointer and the builtin */
+	ip = (uintptr_t)__builtin_return_address(0);
+	sp = (uintptr_t)(fp + 2);
+	bp = fp[0];
+	if (sp < lo || sp >= hi)
+		return -1;	/* another stack (sigaltstack, a coroutine) */
+	lo = sp;		/* nothing below us is a caller's */
+	while (n < max) {
+		uint32_t rule;
+		uintptr_t cfa, ra;
+
+		out[n++] = ip;
+		rule = rule_of(ip, gen);
+		switch (R_KIND(rule)) {
+		case K_RSP:
+			cfa = sp + (uintptr_t)R_CFAOFF(rule);
+			break;
+		case K_RBP:
+			cfa = bp + (uintptr_t)R_CFAOFF(rule);
+			break;
+		case K_END:
+			return (int)n;
+		default:
+			return -1;
+		}
+		if (cfa <= sp || cfa > hi || (cfa & 7))
+			return -1;
+		ra = ((const uintptr_t *)cfa)[-1];
+		if (R_BPSAVED(rule)) {
+			uintptr_t slot = cfa + (uintptr_t)R_BPOFF(rule);
+
+			if (slot < lo || slot + 8 > hi)
+				return -1;
+			bp = *(const uintptr_t *)slot;
+		}
+		if (!ra)
+			return (int)n;
+		sp = cfa;
+		ip = ra;
+	}
+	return (int)n;
+}
+
+#else
+
+int unwind_init(void)
+{
+	return -1;
+}
+
+void unwind_forget(void)
+{
+}
+
+int unwind_backtrace(uintptr_t *out, unsigned max)
+{
+	(void)out;
+	(void)max;
+	return -1;
+}
+
+#endif

@@ -1,0 +1,16 @@
+/* unwind.h - the fast x86-64 stack walker of unwind.c */
+#ifndef HT_UNWIND_H
+#define HT_UNWIND_H
+
+#include <stdint.h>
+
+int unwind_init(void);
+/* A module was unloaded: forget every cached rule. */
+void unwind_forget(void);
+/*
+ * The caller's return addresses, innermost first (the first in the caller
+ * itself); -1 when some frame needs libunwind.
+ */
+int unwind_backtrace(uintptr_t *out, unsigned max);
+
+#endif
