@@ -24,7 +24,19 @@ static void *untraced_alloc(size_t size, size_t align)
 	return NULL;
 }
 
-HT_EXPORT void *malloc(size_t size)
+/*
+ * With sampling, most calls are passed over.  Their path is the exported
+ * function itself, kept without a frame or saved registers (HT_FAST); all
+ * the rest is a slow path reached by a tail call, so that a frame-pointer
+ * walk from there still finds the program's caller.
+ */
+#if defined(__clang__)
+#define HT_FAST
+#else
+#define HT_FAST __attribute__((optimize("omit-frame-pointer")))
+#endif
+
+static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
 	void *p;
 	int saved;
@@ -33,7 +45,7 @@ HT_EXPORT void *malloc(size_t size)
 		p = untraced_alloc(size, 16);
 		return p ? p : ht_real.malloc(size);
 	}
-	if (HT_UNLIKELY(!ht_keep_alloc(size)))
+	if (HT_UNLIKELY(!ht_keep_alloc_counted(size)))
 		return ht_real.malloc(size);	/* sampling passed it over */
 	ht_in_shim = HT_GUARD_REAL;
 	p = ht_real.malloc(size);
@@ -48,7 +60,14 @@ HT_EXPORT void *malloc(size_t size)
 	return p;
 }
 
-HT_EXPORT void free(void *ptr)
+HT_EXPORT HT_FAST void *malloc(size_t size)
+{
+	if (ht_sample_pass_alloc(size))
+		return ht_real.malloc(size);
+	return malloc_slow(size);
+}
+
+static __attribute__((noinline)) void free_slow(void *ptr)
 {
 	int saved;
 
@@ -72,6 +91,15 @@ HT_EXPORT void free(void *ptr)
 	ht_in_shim = HT_GUARD_REAL;
 	ht_real.free(ptr);
 	ht_in_shim = 0;
+}
+
+HT_EXPORT HT_FAST void free(void *ptr)
+{
+	if (ht_sample_pass_free(ptr)) {
+		ht_real.free(ptr);
+		return;
+	}
+	free_slow(ptr);
 }
 
 HT_EXPORT void *calloc(size_t n, size_t size)

@@ -11,7 +11,7 @@ struct ht_real ht_real;
  * where the real ones are.  Those few requests are served from this static
  * pool and never returned; free() recognises pool pointers and ignores them.
  */
-static uint8_t pool[64 << 10] __attribute__((aligned(64)));
+uint8_t ht_boot_pool[HT_BOOT_POOL_BYTES] __attribute__((aligned(64)));	/* shim.h */
 static _Atomic size_t pool_used;
 
 void *bootstrap_alloc(size_t size, size_t align)
@@ -23,21 +23,22 @@ void *bootstrap_alloc(size_t size, size_t align)
 	do {
 		off = atomic_load(&pool_used);
 		start = (off + align - 1) & ~(align - 1);
-		if (start + size > sizeof(pool) || start + size < start)
+		if (start + size > sizeof(ht_boot_pool) || start + size < start)
 			return NULL;
 	} while (!atomic_compare_exchange_weak(&pool_used, &off, start + size));
-	memset(pool + start, 0, size);
-	return pool + start;
+	memset(ht_boot_pool + start, 0, size);
+	return ht_boot_pool + start;
 }
 
 size_t bootstrap_room(const void *p)
 {
-	return (size_t)(pool + sizeof(pool) - (const uint8_t *)p);
+	return (size_t)(ht_boot_pool + sizeof(ht_boot_pool) - (const uint8_t *)p);
 }
 
 int bootstrap_owns(const void *p)
 {
-	return (const uint8_t *)p >= pool && (const uint8_t *)p < pool + sizeof(pool);
+	return (const uint8_t *)p >= ht_boot_pool &&
+	       (const uint8_t *)p < ht_boot_pool + sizeof(ht_boot_pool);
 }
 
 int real_resolve(void)

@@ -309,6 +309,29 @@ static inline int ht_keep_alloc(size_t size)
 	return sample_slow(size);
 }
 
+/*
+ * Sampling's fast path, first thing in malloc: 1 when the call is passed
+ * over (the countdown did not cross zero).  Calls that will not be traced
+ * (re-entry, stopped) count too: they are rare.  The slow path then decides
+ * with ht_keep_alloc_counted(), the countdown already taken.
+ */
+static inline int ht_sample_pass_alloc(size_t size)
+{
+	if (HT_LIKELY(!ht_cfg.sample_bytes))
+		return 0;
+	ht_sample_left -= (int64_t)size;
+	return ht_sample_left > 0;
+}
+
+static inline int ht_keep_alloc_counted(size_t size)
+{
+	if (HT_LIKELY(!ht_cfg.sample_bytes))
+		return 1;
+	if (ht_sample_left > 0)
+		return 0;
+	return sample_slow(size);
+}
+
 extern _Atomic uint64_t *ht_sampled_count;
 extern _Atomic uint8_t *ht_sampled_filter;
 
@@ -351,6 +374,17 @@ static inline int ht_may_keep_free(const void *p)
 	if (HT_LIKELY(!ht_cfg.sample_bytes))
 		return 1;
 	return ht_sampled_maybe(p);
+}
+
+/* real.c's bootstrap pool: its blocks never reach the real free */
+#define HT_BOOT_POOL_BYTES (64u << 10)
+extern uint8_t ht_boot_pool[HT_BOOT_POOL_BYTES] __attribute__((visibility("hidden")));
+
+/* Sampling's fast path in free: a block never recorded goes straight through. */
+static inline int ht_sample_pass_free(const void *p)
+{
+	return ht_cfg.sample_bytes && !ht_sampled_maybe(p) &&
+	       (uintptr_t)p - (uintptr_t)ht_boot_pool >= HT_BOOT_POOL_BYTES;
 }
 
 /* Record this free?  Always, unless sampling never recorded the block. */

@@ -69,7 +69,10 @@ static int unwind_ok;
 #define TCACHE_SLOTS 512
 struct tentry {
 	uint64_t key;		/* ip | generation << 48 */
-	uint32_t rule;
+	uint32_t cfa_off;	/* the rule, unpacked: no decoding in the walk */
+	uint8_t kind;
+	uint8_t bp_saved;
+	int16_t bp_off;
 };
 static __thread struct tentry tcache[TCACHE_SLOTS]
 	__attribute__((tls_model("initial-exec"), aligned(64)));
@@ -690,21 +693,25 @@ static int thread_stack(uintptr_t *lo, uintptr_t *hi)
 	return 0;
 }
 
-static inline uint32_t rule_of(uintptr_t ip, uint64_t gen)
+/* The low bits of a return address index well enough, in one instruction. */
+static inline const struct tentry *rule_of(struct tentry *tc, uintptr_t ip, uint64_t gen)
 {
-	struct tentry *te = &tcache[(ip ^ (ip >> 9)) & (TCACHE_SLOTS - 1)];
+	struct tentry *te = &tc[ip & (TCACHE_SLOTS - 1)];
 	uint32_t rule;
 
 	if (HT_LIKELY(te->key == (ip | gen)))
-		return te->rule;
+		return te;
 	rule = cache_get(ip);
 	if (HT_UNLIKELY(rule == K_NONE)) {
 		rule = learn(ip);
 		cache_put(ip, rule);
 	}
 	te->key = ip | gen;
-	te->rule = rule;
-	return rule;
+	te->kind = (uint8_t)R_KIND(rule);
+	te->cfa_off = (uint32_t)R_CFAOFF(rule);
+	te->bp_saved = (uint8_t)R_BPSAVED(rule);
+	te->bp_off = (int16_t)R_BPOFF(rule);
+	return te;
 }
 
 /*
@@ -719,6 +726,7 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max)
 	/* user-space addresses are below 1 << 47 */
 	uint64_t gen = (uint64_t)(atomic_load_explicit(&forget_gen, memory_order_acquire) &
 				  0xffff) << 48;
+	struct tentry *tc = tcache;
 	unsigned n = 0;
 
 	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
@@ -731,28 +739,24 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max)
 		return -1;	/* another stack (sigaltstack, a coroutine) */
 	lo = sp;		/* nothing below us is a caller's */
 	while (n < max) {
-		uint32_t rule;
+		const struct tentry *te;
 		uintptr_t cfa, ra;
 
 		out[n++] = ip;
-		rule = rule_of(ip, gen);
-		switch (R_KIND(rule)) {
-		case K_RSP:
-			cfa = sp + (uintptr_t)R_CFAOFF(rule);
-			break;
-		case K_RBP:
-			cfa = bp + (uintptr_t)R_CFAOFF(rule);
-			break;
-		case K_END:
+		te = rule_of(tc, ip, gen);
+		if (HT_LIKELY(te->kind == K_RSP))
+			cfa = sp + te->cfa_off;
+		else if (te->kind == K_RBP)
+			cfa = bp + te->cfa_off;
+		else if (te->kind == K_END)
 			return (int)n;
-		default:
+		else
 			return -1;
-		}
 		if (cfa <= sp || cfa > hi || (cfa & 7))
 			return -1;
 		ra = ((const uintptr_t *)cfa)[-1];
-		if (R_BPSAVED(rule)) {
-			uintptr_t slot = cfa + (uintptr_t)R_BPOFF(rule);
+		if (te->bp_saved) {
+			uintptr_t slot = cfa + (uintptr_t)(int64_t)te->bp_off;
 
 			if (slot < lo || slot + 8 > hi)
 				return -1;
