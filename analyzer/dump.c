@@ -2,6 +2,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,13 @@
  *
  * Chunk contents are validated lazily, as they are decoded; corruption there
  * stops the reader with a warning like a bad frame does.
+ *
+ * All of that is the producer (see dump_internal.h): "delivered" means
+ * written into a batch.  dump_next() hands the batches' entries out and
+ * applies the stack definitions and module loads among them to the tables
+ * the accessors show.  On a dump of THREAD_MIN_BYTES or more the producer
+ * runs on a thread, NBATCHES batches ahead at most: decompression, decoding
+ * and the merge then overlap the caller's replay on a second core.
  */
 
 /* ---- small helpers ---- */
@@ -70,7 +78,7 @@ void dump_set_err(struct dump *d, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(d->err, sizeof d->err, "heaptrail: cannot read '%s': %s",
+	snprintf(d->perr, sizeof d->perr, "heaptrail: cannot read '%s': %s",
 		 d->path, msg);
 }
 
@@ -84,9 +92,10 @@ int dump_bad(struct dump *d, const char *fmt, ...)
 	return -1;
 }
 
+/* The consumer's: the time read is that of the last event handed out. */
 static void format_warning(struct dump *d)
 {
-	double s = (double)d->now / 1e9;
+	double s = (double)d->pub_now / 1e9;
 	char read[64];
 
 	/* "the first 3.2 s", but "the first 0.045 s" for a short run */
@@ -111,6 +120,7 @@ static void format_warning(struct dump *d)
 	}
 }
 
+/* The producer's: dump_next() formats the warning at the end of the stream. */
 void dump_warn(struct dump *d, int kind, uint64_t off, const char *why)
 {
 	if (d->warn_kind != WARN_NONE && d->warn_kind != WARN_ORDER)
@@ -118,7 +128,68 @@ void dump_warn(struct dump *d, int kind, uint64_t off, const char *why)
 	d->warn_kind = kind;
 	d->warn_off = off;
 	snprintf(d->warn_why, sizeof d->warn_why, "%s", why ? why : "");
-	format_warning(d);
+}
+
+/* ---- batches ---- */
+
+static void batch_reset(struct batch *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->nrare; i++)
+		free(b->rare[i].mod.path);	/* a module load never handed out */
+	b->n = b->pos = b->ntext = b->nrare = b->nreach = 0;
+	b->status = BS_MORE;
+}
+
+static void batch_free(struct batch *b)
+{
+	if (!b)
+		return;
+	batch_reset(b);
+	free(b->ev);
+	free(b->text);
+	free(b->rare);
+	free(b->reach);
+	free(b);
+}
+
+static struct batch *batch_new(void)
+{
+	struct batch *b = calloc(1, sizeof *b);
+
+	if (!b)
+		return NULL;
+	/* slack for the stack definitions that come with the last event */
+	b->cap = BATCH_EVENTS + 64;
+	b->ev = malloc(b->cap * sizeof *b->ev);
+	if (!b->ev) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+struct bev *dump_bev_grow(struct dump *d)
+{
+	struct batch *b = d->pb;
+
+	if (dump_grow((void **)&b->ev, &b->cap, b->n + 1, sizeof *b->ev))
+		return NULL;
+	return &b->ev[b->n++];
+}
+
+int64_t dump_text_add(struct dump *d, const uint8_t *s, size_t n)
+{
+	struct batch *b = d->pb;
+	size_t off = b->ntext;
+
+	if (dump_grow((void **)&b->text, &b->captext, off + n + 1, 1))
+		return -1;
+	memcpy(b->text + off, s, n);
+	b->text[off + n] = 0;
+	b->ntext = off + n + 1;
+	return (int64_t)off;
 }
 
 /* ---- frames ---- */
@@ -491,33 +562,44 @@ static int read_frame(struct dump *d)
 	return ret;
 }
 
-/* ---- delivery ---- */
+/* ---- delivery (the producer) ---- */
 
-int dump_set_text(struct dump *d, struct dump_event *ev, const uint8_t *s, size_t n)
-{
-	if (dump_grow((void **)&d->text, &d->textcap, n + 1, 1))
-		return -ENOMEM;
-	memcpy(d->text, s, n);
-	d->text[n] = 0;
-	ev->text = d->text;
-	return 0;
-}
-
-/* Delivers a top-level record: 1, 0 when it yields no event, -ENOMEM. */
-static int emit_record(struct dump *d, struct tlrec *t, struct dump_event *ev)
+/*
+ * Delivers a top-level record as a BEV_RARE entry of the producer's batch
+ * (its time in *time): 1, 0 when it yields no event, -ENOMEM.
+ */
+static int emit_record(struct dump *d, struct tlrec *t, uint64_t *time)
 {
 	struct rd r = { t->body, t->end, 0 };
+	struct batch *b = d->pb;
 	uint64_t n, i, ptr = 0;
+	struct dump_event *ev;
+	struct rare *x;
+	struct bev *e;
 	const uint8_t *s;
 	size_t len;
+	int ret = 0;
 
-	memset(ev, 0, sizeof *ev);
+	if (dump_grow((void **)&b->rare, &b->caprare, b->nrare + 1, sizeof *b->rare))
+		return -ENOMEM;
+	x = &b->rare[b->nrare];
+	memset(x, 0, sizeof *x);
+	ev = &x->ev;
 	ev->time = rd_u(&r);
 	switch (t->type) {
 	case HTR_REC_MODULE_LOAD:
-		return dump_module_load(d, &r, ev);
+		ret = dump_module_load(d, &r, ev);
+		if (ret == 1) {
+			/* the consumer's copy: its own path, taken at hand-out */
+			x->mod = d->mods[ev->id];
+			x->mod.path = strdup(d->mods[ev->id].path);
+			if (!x->mod.path)
+				return -ENOMEM;
+		}
+		break;
 	case HTR_REC_MODULE_UNLOAD:
-		return dump_module_unload(d, &r, ev);
+		ret = dump_module_unload(d, &r, ev);
+		break;
 	case HTR_REC_SAMPLE:
 		ev->kind = DUMP_SAMPLE;
 		ev->sample.rss_bytes = rd_u(&r);
@@ -527,50 +609,80 @@ static int emit_record(struct dump *d, struct tlrec *t, struct dump_event *ev)
 		ev->sample.free_bytes = rd_u(&r);
 		ev->sample.top_releasable_bytes = rd_u(&r);
 		ev->sample.shim_bytes = rd_u(&r);
-		return 1;
+		ret = 1;
+		break;
 	case HTR_REC_LOST:
 		ev->kind = DUMP_LOST;
 		ev->lost_events = rd_u(&r);
 		ev->lost_reason = (int)rd_u(&r);
-		return 1;
+		ret = 1;
+		break;
 	case HTR_REC_END:
 		ev->kind = DUMP_END;
 		ev->end_how = (int)rd_u(&r);
 		ev->end_status = (int)rd_u(&r);
 		ev->events_written = rd_u(&r);
 		ev->lost_events = rd_u(&r);
-		return 1;
-	case HTR_REC_MARK:
+		ret = 1;
+		break;
+	case HTR_REC_MARK: {
+		int64_t off;
+
 		ev->kind = DUMP_MARK;
 		s = rd_bytes(&r, &len);
-		return dump_set_text(d, ev, s, len) ? -ENOMEM : 1;
+		off = dump_text_add(d, s, len);
+		if (off < 0)
+			return -ENOMEM;
+		x->off = (size_t)off;
+		ret = 1;
+		break;
+	}
 	case HTR_REC_REACH:
 		ev->kind = DUMP_REACH;
 		ev->reach_kind = (int)rd_u(&r);
 		n = rd_u(&r);
-		if (dump_grow((void **)&d->reach, &d->capreach, n ? n : 1, sizeof *d->reach))
+		x->off = b->nreach;
+		if (dump_grow((void **)&b->reach, &b->capreach, b->nreach + (n ? n : 1),
+			      sizeof *b->reach))
 			return -ENOMEM;
 		for (i = 0; i < n; i++) {
 			ptr += (uint64_t)rd_s(&r);
-			d->reach[i].ptr = ptr;
-			d->reach[i].cls = (uint8_t)rd_u(&r);
+			b->reach[b->nreach + i].ptr = ptr;
+			b->reach[b->nreach + i].cls = (uint8_t)rd_u(&r);
 		}
-		ev->reach = d->reach;
+		b->nreach += n;
 		ev->nreach = n;
-		return 1;
+		ret = 1;
+		break;
 	}
-	return 0;
+	if (ret != 1)
+		return ret;
+	e = dump_bev_add(d);
+	if (!e) {
+		free(x->mod.path);
+		return -ENOMEM;
+	}
+	e->kind = BEV_RARE;
+	e->aux = b->nrare++;
+	e->time = ev->time;
+	*time = ev->time;
+	return 1;
 }
 
-/* Delivers the head of the heap top's cursor: 1, or < 0 (stopped/failed). */
-
-int dump_next(struct dump *d, struct dump_event *ev)
+/*
+ * Fills the producer's batch with the merged stream: BS_MORE once it holds
+ * BATCH_EVENTS entries, BS_END at the end of the dump (warnings in
+ * d->warn_*), BS_FAIL on a hard error (d->perr), BS_WAIT in follow mode at
+ * the end of what the writer has written so far.
+ */
+static int produce(struct dump *d)
 {
+	uint64_t time = 0;
 	int ret;
 
 	for (;;) {
 		if (d->failed)
-			return -1;
+			return BS_FAIL;
 		if (d->stopped)
 			break;
 		if (d->nheap) {
@@ -578,37 +690,37 @@ int dump_next(struct dump *d, struct dump_event *ev)
 
 			if (top->time < d->wm || d->flush || d->hold > d->hold_limit) {
 				if (top->order & ORD_CURSOR) {
-					ret = dump_emit_cursor(d, top->obj, ev);
+					ret = dump_emit_cursor(d, top->obj, &time);
 					if (ret < 0) {
 						if (d->failed)
-							return -1;
+							return BS_FAIL;
 						continue;	/* stopped */
 					}
 				} else {
 					struct tlrec *t = top->obj;
 
 					dump_heap_pop(d);
-					ret = emit_record(d, t, ev);
+					ret = emit_record(d, t, &time);
 					dump_frame_unref(d, t->f);
 					free(t);
 					d->hold -= ENTRY_COST;
 					if (ret < 0) {
 						d->failed = 1;
 						dump_set_err(d, "out of memory");
-						return -1;
+						return BS_FAIL;
 					}
 					if (!ret)
 						continue;
 				}
-				if (ev->time < d->now) {
+				if (time < d->now) {
 					if (!d->disorder++ && d->warn_kind == WARN_NONE)
 						d->warn_kind = WARN_ORDER;
-					if (d->warn_kind == WARN_ORDER)
-						format_warning(d);
 				} else {
-					d->now = ev->time;
+					d->now = time;
 				}
-				return 1;
+				if (d->pb->n >= BATCH_EVENTS)
+					return BS_MORE;
+				continue;
 			}
 		}
 		if (d->final) {
@@ -621,13 +733,13 @@ int dump_next(struct dump *d, struct dump_event *ev)
 		case RF_OK:
 			continue;
 		case RF_EOF:
-			if (d->follow)
-				return 0;
+			if (d->pfollow)
+				return BS_WAIT;
 			d->final = 1;
 			continue;
 		case RF_PARTIAL:
-			if (d->follow)
-				return 0;
+			if (d->pfollow)
+				return BS_WAIT;
 			dump_warn(d, WARN_TRUNC, d->off, NULL);
 			d->final = 1;
 			continue;
@@ -637,12 +749,309 @@ int dump_next(struct dump *d, struct dump_event *ev)
 			continue;
 		default:
 			d->failed = 1;
-			return -1;
+			return BS_FAIL;
 		}
 	}
-	if (d->warn_kind != WARN_NONE)
-		format_warning(d);
+	return BS_END;
+}
+
+/* ---- the producer thread ---- */
+
+struct dump_pipe {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_prod, cv_cons;	/* a free batch / a full batch */
+	struct batch *all[NBATCHES];
+	struct batch *full[NBATCHES];		/* ring, in stream order */
+	unsigned fhead, nfull;
+	struct batch *freeb[NBATCHES];
+	unsigned nfree;
+	int stop;
+};
+
+static void *producer_main(void *arg)
+{
+	struct dump *d = arg;
+	struct dump_pipe *p = d->pipe;
+
+	for (;;) {
+		struct batch *b = d->pb;
+		int st = produce(d);
+
+		b->status = st;
+		b->off = d->off;
+		b->fsize = d->fsize;
+		pthread_mutex_lock(&p->mu);
+		p->full[(p->fhead + p->nfull) % NBATCHES] = b;
+		p->nfull++;
+		d->pb = NULL;
+		pthread_cond_signal(&p->cv_cons);
+		/* after the last batch the producer touches nothing more */
+		if (st != BS_MORE) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		/* woken once half the batches are free: fewer wake-ups */
+		while (p->nfree < NBATCHES / 2 && !p->stop)
+			pthread_cond_wait(&p->cv_prod, &p->mu);
+		if (p->stop) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		b = p->freeb[--p->nfree];
+		pthread_mutex_unlock(&p->mu);
+		batch_reset(b);
+		d->pb = b;
+	}
+}
+
+static int want_thread(const struct dump *d)
+{
+	if (d->follow || d->thread_mode == 0)
+		return 0;
+	if (d->thread_mode == 1)
+		return 1;
+	return d->fsize >= THREAD_MIN_BYTES && sysconf(_SC_NPROCESSORS_ONLN) > 1;
+}
+
+/* Starts the producer thread; 0, or -1 to go on without one. */
+static int pipe_start(struct dump *d)
+{
+	struct dump_pipe *p = calloc(1, sizeof *p);
+	int i;
+
+	if (!p)
+		return -1;
+	p->all[0] = d->pb;
+	for (i = 1; i < NBATCHES; i++) {
+		p->all[i] = batch_new();
+		if (!p->all[i])
+			goto fail;
+		p->freeb[p->nfree++] = p->all[i];
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv_prod, NULL);
+	pthread_cond_init(&p->cv_cons, NULL);
+	d->pfollow = 0;
+	d->pipe = p;
+	if (pthread_create(&p->th, NULL, producer_main, d) == 0)
+		return 0;
+	d->pipe = NULL;
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv_prod);
+	pthread_cond_destroy(&p->cv_cons);
+fail:
+	for (i = 1; i < NBATCHES; i++)
+		batch_free(p->all[i]);
+	free(p);
+	return -1;
+}
+
+static void pipe_stop(struct dump *d)
+{
+	struct dump_pipe *p = d->pipe;
+	int i;
+
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cv_prod);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->th, NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv_prod);
+	pthread_cond_destroy(&p->cv_cons);
+	for (i = 0; i < NBATCHES; i++)
+		batch_free(p->all[i]);
+	free(p);
+	d->pipe = NULL;
+	d->pb = d->cb = NULL;
+}
+
+/* ---- hand-out (the consumer) ---- */
+
+/* The consumer's next batch: returns the previous one to the producer. */
+static void next_batch(struct dump *d)
+{
+	struct dump_pipe *p = d->pipe;
+	struct batch *b;
+
+	if (!p) {
+		b = d->pb;
+		if (d->cb)
+			batch_reset(b);		/* all handed out */
+		d->cb = b;
+		d->pfollow = d->follow;
+		b->status = produce(d);
+		b->off = d->off;
+		b->fsize = d->fsize;
+	} else {
+		pthread_mutex_lock(&p->mu);
+		if (d->cb) {
+			p->freeb[p->nfree++] = d->cb;
+			if (p->nfree == NBATCHES / 2)
+				pthread_cond_signal(&p->cv_prod);
+		}
+		while (!p->nfull)
+			pthread_cond_wait(&p->cv_cons, &p->mu);
+		b = p->full[p->fhead];
+		p->fhead = (p->fhead + 1) % NBATCHES;
+		p->nfull--;
+		pthread_mutex_unlock(&p->mu);
+		d->cb = b;
+	}
+	d->pub_off = b->off;
+	d->pub_fsize = b->fsize;
+}
+
+static int consumer_fail(struct dump *d, const char *msg)
+{
+	if (msg)
+		snprintf(d->err, sizeof d->err, "heaptrail: cannot read '%s': %s",
+			 d->path, msg);
+	else
+		memcpy(d->err, d->perr, sizeof d->err);
+	d->cdone = -1;
+	return -1;
+}
+
+static int take_stack(struct dump *d, const struct bev *e)
+{
+	uint64_t id = e->aux;
+
+	if (id >= d->pub_capstacks) {
+		size_t old = d->pub_capstacks;
+
+		if (dump_grow((void **)&d->pub_stacks, &d->pub_capstacks, id + 1,
+			      sizeof *d->pub_stacks))
+			return -ENOMEM;
+		memset(d->pub_stacks + old, 0,
+		       (d->pub_capstacks - old) * sizeof *d->pub_stacks);
+	}
+	d->pub_stacks[id].depth = (uint32_t)e->size;
+	d->pub_stacks[id].frames = (struct dump_frame *)(uintptr_t)e->ptr;
+	if (id > d->pub_stack_max)
+		d->pub_stack_max = (uint32_t)id;
 	return 0;
+}
+
+static int take_rare(struct dump *d, struct batch *b, const struct bev *e,
+		     struct dump_event *ev)
+{
+	struct rare *x = &b->rare[e->aux];
+
+	*ev = x->ev;
+	switch (ev->kind) {
+	case DUMP_MODULE_LOAD:
+		if (dump_grow((void **)&d->pub_mods, &d->pub_capmods, d->pub_nmods + 1,
+			      sizeof *d->pub_mods))
+			return -ENOMEM;
+		d->pub_mods[d->pub_nmods] = x->mod;
+		x->mod.path = NULL;
+		ev->id = d->pub_nmods++;
+		break;
+	case DUMP_MODULE_UNLOAD:
+		if (ev->id < d->pub_nmods)
+			d->pub_mods[ev->id].unloaded_at = ev->time;
+		break;
+	case DUMP_MARK:
+		ev->text = b->text + x->off;
+		break;
+	case DUMP_REACH:
+		ev->reach = b->reach + x->off;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+size_t dump_heap_run(struct dump *d, const struct bev **first, size_t max)
+{
+	struct batch *b = d->cb;
+	size_t i, end;
+
+	if (!b)
+		return 0;
+	end = b->n - b->pos < max ? b->n : b->pos + max;
+	for (i = b->pos; i < end; i++)
+		if (b->ev[i].kind != DUMP_ALLOC && b->ev[i].kind != DUMP_FREE)
+			break;
+	*first = b->ev + b->pos;
+	return i - b->pos;
+}
+
+void dump_heap_took(struct dump *d, size_t n, uint64_t max_time)
+{
+	d->cb->pos += n;
+	if (max_time > d->pub_now)
+		d->pub_now = max_time;
+}
+
+int dump_next(struct dump *d, struct dump_event *ev)
+{
+	for (;;) {
+		struct batch *b = d->cb;
+
+		if (__builtin_expect(b && b->pos < b->n, 1)) {
+			const struct bev *e = &b->ev[b->pos++];
+
+			if (__builtin_expect(e->kind < BEV_STACK, 1)) {
+				ev->kind = (enum dump_kind)e->kind;
+				ev->time = e->time;
+				ev->tid = e->tid;
+				ev->api = e->api;
+				ev->ptr = e->ptr;
+				ev->size = e->size;
+				ev->usable = e->usable;
+				ev->stack = e->stack;
+				ev->handle = e->handle;
+				ev->client = e->client;
+				ev->text = NULL;
+				if (e->kind == DUMP_ALLOC) {
+					ev->old_ptr = e->aux;
+					ev->id = 0;
+				} else {
+					ev->old_ptr = 0;
+					ev->id = e->aux;
+				}
+				if (__builtin_expect(e->flags & BEV_TEXT, 0)) {
+					ev->text = b->text + e->usable;
+					ev->usable = 0;
+				}
+			} else if (e->kind == BEV_STACK) {
+				if (take_stack(d, e))
+					return consumer_fail(d, "out of memory");
+				continue;
+			} else if (take_rare(d, b, e, ev)) {
+				return consumer_fail(d, "out of memory");
+			}
+			if (ev->time > d->pub_now)
+				d->pub_now = ev->time;
+			return 1;
+		}
+		if (d->cdone)
+			return d->cdone < 0 ? -1 : 0;
+		if (b) {
+			switch (b->status) {
+			case BS_END:
+				d->cdone = 1;
+				if (d->warn_kind != WARN_NONE)
+					format_warning(d);
+				return 0;
+			case BS_FAIL:
+				return consumer_fail(d, NULL);
+			case BS_WAIT:
+				/* follow mode: the next call looks for more */
+				b->status = BS_MORE;
+				return 0;
+			default:
+				break;
+			}
+		} else if (want_thread(d)) {
+			pipe_start(d);	/* or read here without one */
+		}
+		next_batch(d);
+	}
 }
 
 /* ---- open, close, accessors ---- */
@@ -650,7 +1059,7 @@ int dump_next(struct dump *d, struct dump_event *ev)
 static struct dump *open_fail(struct dump *d, char *err, size_t errlen, int e)
 {
 	if (err && errlen)
-		snprintf(err, errlen, "%s", d->err);
+		snprintf(err, errlen, "%s", d->perr);
 	dump_close(d);
 	errno = e;
 	return NULL;
@@ -664,6 +1073,7 @@ struct dump *dump_open(const char *path, char *err, size_t errlen)
 	char buf[128];
 	ssize_t got;
 	uint32_t version, hsize;
+	const char *env;
 
 	if (!d || !(d->path = strdup(path))) {
 		if (err && errlen)
@@ -674,6 +1084,8 @@ struct dump *dump_open(const char *path, char *err, size_t errlen)
 	}
 	d->fd = -1;
 	d->hold_limit = DEFAULT_HOLD_LIMIT;
+	env = getenv("HEAPTRAIL_READER_THREAD");
+	d->thread_mode = env && (*env == '0' || *env == '1') ? *env - '0' : -1;
 	d->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (d->fd < 0 || fstat(d->fd, &st) < 0) {
 		int e = errno;
@@ -726,7 +1138,8 @@ struct dump *dump_open(const char *path, char *err, size_t errlen)
 	d->proc.start_realtime_ns = le64toh(h.start_realtime_ns);
 	d->off = hsize;
 	d->zd = ZSTD_createDCtx();
-	if (!d->zd) {
+	d->pb = batch_new();
+	if (!d->zd || !d->pb) {
 		dump_set_err(d, "out of memory");
 		return open_fail(d, err, errlen, ENOMEM);
 	}
@@ -753,6 +1166,8 @@ struct dump *dump_open(const char *path, char *err, size_t errlen)
 			     (unsigned long long)d->warn_off, d->warn_why);
 		return open_fail(d, err, errlen, EINVAL);
 	}
+	d->pub_off = d->off;
+	d->pub_fsize = d->fsize;
 	return d;
 }
 
@@ -763,6 +1178,10 @@ void dump_close(struct dump *d)
 
 	if (!d)
 		return;
+	if (d->pipe)
+		pipe_stop(d);
+	else
+		batch_free(d->pb);
 	for (i = 0; i < d->nheap; i++) {
 		if (!(d->heap[i].order & ORD_CURSOR)) {
 			struct tlrec *t = d->heap[i].obj;
@@ -787,6 +1206,10 @@ void dump_close(struct dump *d)
 	}
 	for (i = 0; i < d->nmods; i++)
 		free(d->mods[i].path);
+	for (i = 0; i < d->pub_nmods; i++)
+		free(d->pub_mods[i].path);
+	free(d->pub_mods);
+	free(d->pub_stacks);
 	if (d->proc.argv)
 		for (i = 0; d->proc.argv[i]; i++)
 			free(d->proc.argv[i]);
@@ -800,9 +1223,8 @@ void dump_close(struct dump *d)
 	free(d->tids.vals);
 	free(d->modids.keys);
 	free(d->modids.vals);
-	free(d->text);
-	free(d->reach);
 	free(d->zbuf);
+	hmap_release(&d->hm);
 	ZSTD_freeDCtx(d->zd);
 	if (d->fd >= 0)
 		close(d->fd);
@@ -832,35 +1254,35 @@ const struct dump_process *dump_process(const struct dump *d)
 
 const struct dump_stack *dump_stack(const struct dump *d, uint32_t id)
 {
-	if (id == HTR_STACK_NONE || id >= d->capstacks || !d->stacks[id].frames)
+	if (id == HTR_STACK_NONE || id >= d->pub_capstacks || !d->pub_stacks[id].frames)
 		return NULL;
-	return &d->stacks[id];
+	return &d->pub_stacks[id];
 }
 
 uint32_t dump_stack_count(const struct dump *d)
 {
-	return d->stack_max;
+	return d->pub_stack_max;
 }
 
 const struct dump_module *dump_modules(const struct dump *d, size_t *n)
 {
-	*n = d->nmods;
-	return d->mods;
+	*n = d->pub_nmods;
+	return d->pub_mods;
 }
 
 uint64_t dump_time(const struct dump *d)
 {
-	return d->now;
+	return d->pub_now;
 }
 
 uint64_t dump_offset(const struct dump *d)
 {
-	return d->off;
+	return d->pub_off;
 }
 
 uint64_t dump_file_size(const struct dump *d)
 {
-	return d->fsize;
+	return d->pub_fsize;
 }
 
 void dump_set_follow(struct dump *d, int follow)
@@ -873,7 +1295,13 @@ void dump_set_hold_limit(struct dump *d, uint64_t bytes)
 	d->hold_limit = bytes;
 }
 
+/* Read it at the end of the stream: a producer thread has finished then. */
 uint64_t dump_hold_peak(const struct dump *d)
 {
 	return d->hold_peak;
+}
+
+void dump_set_thread_mode(struct dump *d, int mode)
+{
+	d->thread_mode = mode;
 }

@@ -75,6 +75,12 @@ struct dump_event {
 	uint64_t size;
 	uint64_t usable;	/* usable size (>= size) */
 	uint32_t stack;		/* stack id, HTR_STACK_NONE when unknown */
+	/*
+	 * ALLOC / FREE: the reader's number for the block while it lives, small
+	 * and reused (see dump_internal.h); UINT32_MAX for a free of a pointer
+	 * not live, 0 for none (ptr 0)
+	 */
+	uint32_t handle;
 	uint64_t client;	/* client the thread worked for, 0 = none (program ids are 64-bit) */
 	uint64_t id;		/* client / pool / parent tid / module index */
 	const char *text;	/* valid until the next dump_next() */

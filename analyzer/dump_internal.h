@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <zstd.h>
 
 #include "dump.h"
@@ -102,12 +104,233 @@ struct arena_block {
 
 enum { WARN_NONE, WARN_TRUNC, WARN_CORRUPT, WARN_ORDER };
 
+/*
+ * The reader is split in two.  The producer (everything above: frames,
+ * cursors, the merge, the module map stacks are resolved against) writes the
+ * merged stream into batches; the consumer (dump_next() and the public
+ * accessors) hands the events out and keeps the state observers look at:
+ * the stack table, the module list, the time.  On a large dump the producer
+ * runs on a thread of its own, a few batches ahead; otherwise dump_next()
+ * calls it when its batch runs dry.  Either way the two halves share nothing
+ * but the batches, so the consumer sees the same stream and the same tables
+ * in the same order.
+ */
+#define BATCH_EVENTS 2048u		/* a batch is handed over once this full */
+#define NBATCHES 8			/* batches in flight with a producer thread */
+#define THREAD_MIN_BYTES (4ull << 20)	/* smaller dumps are read without a thread */
+
+/*
+ * Handles.  The producer numbers the live heap blocks: an allocation gets a
+ * small number (the last one freed, else a new one; a pointer already live
+ * keeps its own), its free hands the number back.  The replay keeps its
+ * blocks in an array indexed by handle, so it neither hashes nor probes:
+ * that work is done on the producer's side of the pipeline.  Handles stay
+ * below the highest number of blocks live at once.
+ */
+#define HANDLE_NONE 0u			/* the event has no handle (ptr 0, or no reader) */
+#define HANDLE_UNKNOWN UINT32_MAX	/* a free of a pointer that is not live */
+
+/* Pointer -> handle map (open addressing, backward-shift deletion). */
+struct hmap {
+	uint64_t *keys;			/* 0 = empty */
+	uint32_t *vals;
+	size_t mask, n;			/* capacity - 1, entries */
+	unsigned shift;			/* 64 - log2(capacity) */
+	uint32_t *spare;		/* freed handles, reused last in, first out */
+	size_t nspare, capspare;
+	uint32_t next;			/* the lowest handle never given (from 1) */
+};
+
+static inline size_t hmap_home(const struct hmap *m, uint64_t key)
+{
+	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> m->shift);
+}
+
+static inline void hmap_release(struct hmap *m)
+{
+	free(m->keys);
+	free(m->vals);
+	free(m->spare);
+	memset(m, 0, sizeof *m);
+}
+
+/* Sets ptr's handle (ptr not in the map); -1 when out of memory. */
+static inline int hmap_put(struct hmap *m, uint64_t ptr, uint32_t h);
+
+static inline int hmap_grow(struct hmap *m)
+{
+	struct hmap n = *m;
+	size_t cap = m->keys ? 2 * (m->mask + 1) : 1024, i;
+	unsigned bits = 0;
+
+	while ((1ull << bits) < cap)
+		bits++;
+	n.keys = calloc(cap, sizeof *n.keys);
+	n.vals = malloc(cap * sizeof *n.vals);
+	if (!n.keys || !n.vals) {
+		free(n.keys);
+		free(n.vals);
+		return -1;
+	}
+	n.mask = cap - 1;
+	n.shift = 64 - bits;
+	n.n = 0;
+	for (i = 0; m->keys && i <= m->mask; i++)
+		if (m->keys[i])
+			hmap_put(&n, m->keys[i], m->vals[i]);
+	free(m->keys);
+	free(m->vals);
+	*m = n;
+	return 0;
+}
+
+static inline int hmap_put(struct hmap *m, uint64_t ptr, uint32_t h)
+{
+	size_t i;
+
+	/* at most 5/8 full: short probe runs */
+	if ((!m->keys || (m->n + 1) * 4 > (m->mask + 1)) && hmap_grow(m))
+		return -1;
+	for (i = hmap_home(m, ptr); m->keys[i]; i = (i + 1) & m->mask)
+		;
+	m->keys[i] = ptr;
+	m->vals[i] = h;
+	m->n++;
+	return 0;
+}
+
+/* ptr's handle, HANDLE_UNKNOWN when it is not in the map. */
+static inline uint32_t hmap_get(const struct hmap *m, uint64_t ptr)
+{
+	size_t i;
+
+	if (!m->keys)
+		return HANDLE_UNKNOWN;
+	for (i = hmap_home(m, ptr); m->keys[i]; i = (i + 1) & m->mask)
+		if (m->keys[i] == ptr)
+			return m->vals[i];
+	return HANDLE_UNKNOWN;
+}
+
+/* An allocation at ptr (non-zero): its handle, HANDLE_NONE when out of memory. */
+static inline uint32_t hmap_alloc(struct hmap *m, uint64_t ptr)
+{
+	size_t i;
+	uint32_t h;
+
+	if ((!m->keys || (m->n + 1) * 4 > (m->mask + 1)) && hmap_grow(m))
+		return HANDLE_NONE;
+	for (i = hmap_home(m, ptr); m->keys[i]; i = (i + 1) & m->mask)
+		if (m->keys[i] == ptr)
+			return m->vals[i];	/* its free was never seen */
+	if (m->nspare) {
+		h = m->spare[--m->nspare];
+	} else {
+		if (!m->next)
+			m->next = 1;
+		if (m->next == HANDLE_UNKNOWN)
+			return HANDLE_NONE;
+		h = m->next++;
+	}
+	m->keys[i] = ptr;
+	m->vals[i] = h;
+	m->n++;
+	return h;
+}
+
+/*
+ * A free of ptr (non-zero): its handle, which becomes free for reuse, or
+ * HANDLE_UNKNOWN when ptr is not live; HANDLE_NONE when out of memory.
+ */
+static inline uint32_t hmap_free(struct hmap *m, uint64_t ptr)
+{
+	size_t i, j;
+	uint32_t h;
+
+	if (!m->keys)
+		return HANDLE_UNKNOWN;
+	for (i = hmap_home(m, ptr);; i = (i + 1) & m->mask) {
+		if (!m->keys[i])
+			return HANDLE_UNKNOWN;
+		if (m->keys[i] == ptr)
+			break;
+	}
+	if (m->nspare == m->capspare) {
+		size_t cap = m->capspare ? 2 * m->capspare : 1024;
+		uint32_t *sp = realloc(m->spare, cap * sizeof *sp);
+
+		if (!sp)
+			return HANDLE_NONE;
+		m->spare = sp;
+		m->capspare = cap;
+	}
+	h = m->vals[i];
+	m->spare[m->nspare++] = h;
+	for (j = i;;) {
+		size_t k;
+
+		j = (j + 1) & m->mask;
+		if (!m->keys[j])
+			break;
+		k = hmap_home(m, m->keys[j]);
+		/* j may move to i unless its home lies in the cyclic range (i, j] */
+		if (((j - k) & m->mask) >= ((j - i) & m->mask)) {
+			m->keys[i] = m->keys[j];
+			m->vals[i] = m->vals[j];
+			i = j;
+		}
+	}
+	m->keys[i] = 0;
+	m->n--;
+	return h;
+}
+
+/* Entry kinds beyond enum dump_kind: not events, consumer state changes. */
+enum { BEV_STACK = 64, BEV_RARE };
+#define BEV_TEXT 1			/* flags: text at b->text + usable */
+
+/*
+ * One entry of a batch.  Heap and control events: the event, with 'aux'
+ * its old_ptr (DUMP_ALLOC) or id (the rest).  BEV_STACK: stack 'aux' is
+ * defined with 'size' frames at 'ptr' (in the producer's frame arena, kept
+ * until dump_close()).  BEV_RARE: b->rare[aux] holds a whole event.
+ */
+struct bev {
+	uint64_t time, ptr, size, usable, aux, client;
+	uint32_t stack, tid;
+	uint32_t handle;		/* DUMP_ALLOC, DUMP_FREE: see HANDLE_NONE */
+	uint8_t kind, api, flags;
+};
+
+/* A top-level record's event; a module load carries the module itself. */
+struct rare {
+	struct dump_event ev;
+	struct dump_module mod;		/* DUMP_MODULE_LOAD; path owned until taken */
+	size_t off;			/* DUMP_MARK: text, DUMP_REACH: reach entries */
+};
+
+enum { BS_MORE, BS_END, BS_FAIL, BS_WAIT };
+
+struct batch {
+	struct bev *ev;
+	size_t n, cap, pos;		/* pos: the consumer's next entry */
+	char *text;
+	size_t ntext, captext;
+	struct rare *rare;
+	size_t nrare, caprare;
+	struct dump_reach_entry *reach;
+	size_t nreach, capreach;
+	int status;			/* BS_*: what follows the last entry */
+	uint64_t off, fsize;		/* the producer's file position at hand-over */
+};
+
 struct dump {
 	char *path;
 	int fd;
 	uint64_t off, fsize;
 	uint64_t bad_off;		/* the frame read_frame() looked at last */
 	int follow, final, flush, stopped, failed, have_process;
+	int pfollow;			/* the producer's copy of 'follow' */
 	uint64_t wm, now, seq;
 	uint64_t hold, hold_peak, hold_limit;
 	uint64_t disorder;
@@ -134,17 +357,30 @@ struct dump {
 	struct arena_block *arena;
 
 	struct dump_process proc;
-	char *text;
-	size_t textcap;
-	struct dump_reach_entry *reach;
-	size_t capreach;
+	struct hmap hm;			/* handles of the live heap blocks */
+	struct batch *pb;		/* the batch the producer fills */
+	char perr[1024];		/* the producer's hard error */
 
 	char why[256];			/* what was wrong with the last bad frame */
 	int warn_kind;
 	uint64_t warn_off;
 	char warn_why[256];
+
+	/* ---- the consumer: dump_next() and the accessors ---- */
+	struct batch *cb;		/* the batch being handed out */
+	int cdone;			/* BS_END / BS_FAIL seen: the stream is over */
+	uint64_t pub_now, pub_off, pub_fsize;
+	struct dump_stack *pub_stacks;	/* by id */
+	size_t pub_capstacks;
+	uint32_t pub_stack_max;
+	struct dump_module *pub_mods;
+	size_t pub_nmods, pub_capmods;
 	char warn[512];
 	char err[1024];
+
+	/* ---- the producer thread, when there is one ---- */
+	struct dump_pipe *pipe;
+	int thread_mode;		/* -1 auto, 0 never, 1 always (unless following) */
 };
 
 static inline void hold_add(struct dump *d, uint64_t n)
@@ -205,6 +441,19 @@ static inline const uint8_t *rd_bytes(struct rd *r, size_t *len)
 	return s;
 }
 
+/* dump_bev_add() when the batch is full: grows it, NULL when out of memory. */
+struct bev *dump_bev_grow(struct dump *d);
+
+/* Room for one more entry in the producer's batch; NULL when out of memory. */
+static inline struct bev *dump_bev_add(struct dump *d)
+{
+	struct batch *b = d->pb;
+
+	if (__builtin_expect(b->n < b->cap, 1))
+		return &b->ev[b->n++];
+	return dump_bev_grow(d);
+}
+
 /* ---- the merge heap ---- */
 
 /* Branch-free: the merge of interleaved threads defeats branch prediction. */
@@ -248,18 +497,31 @@ void dump_warn(struct dump *d, int kind, uint64_t off, const char *why);
 void dump_frame_unref(struct dump *d, struct frame *f);
 int dump_heap_push(struct dump *d, uint64_t time, uint64_t order, void *obj);
 void dump_heap_pop(struct dump *d);
-int dump_set_text(struct dump *d, struct dump_event *ev, const uint8_t *s, size_t n);
+/* Copies text into the producer's batch: its offset, or -1 when out of memory. */
+int64_t dump_text_add(struct dump *d, const uint8_t *s, size_t n);
 
 /* dump_thread.c */
 /* Queues a chunk on its thread: 0, or -1 (d->why; d->failed on ENOMEM). */
 int dump_enqueue_chunk(struct dump *d, struct frame *f, uint32_t tid,
 		       uint64_t base, const uint8_t *p, const uint8_t *end);
-/* Delivers the head of the heap top's cursor: 1, or -1 (stopped or failed). */
-int dump_emit_cursor(struct dump *d, struct cursor *c, struct dump_event *ev);
+/* Delivers the head of the heap top's cursor into the producer's batch
+ * (its time in *time): 1, or -1 (stopped or failed). */
+int dump_emit_cursor(struct dump *d, struct cursor *c, uint64_t *time);
 void dump_cursor_free(struct dump *d, struct cursor *c);
 /* MODULE_LOAD / MODULE_UNLOAD delivery: 1, 0 for nothing to tell, -ENOMEM. */
 int dump_module_load(struct dump *d, struct rd *r, struct dump_event *ev);
 int dump_module_unload(struct dump *d, struct rd *r, struct dump_event *ev);
+
+/*
+ * The replay's fast lane (replay.c).  dump_heap_run() points *first at the
+ * next entries of the batch being handed out and returns how many of them
+ * in a row are DUMP_ALLOC or DUMP_FREE (at most 'max'; 0 when the next one
+ * is anything else or the batch is spent): the caller may apply them
+ * straight from there, then says how many it took and the latest time among
+ * them with dump_heap_took().  The entries stay valid until dump_next().
+ */
+size_t dump_heap_run(struct dump *d, const struct bev **first, size_t max);
+void dump_heap_took(struct dump *d, size_t n, uint64_t max_time);
 
 /* ---- test knobs ---- */
 
@@ -274,5 +536,13 @@ void dump_set_hold_limit(struct dump *d, uint64_t bytes);
 
 /* Highest number of bytes held so far (frames plus queued entries). */
 uint64_t dump_hold_peak(const struct dump *d);
+
+/*
+ * Whether the producer runs on a thread of its own: 0 never, 1 always (not
+ * in follow mode), -1 (the default) for dumps of THREAD_MIN_BYTES or more.
+ * The environment variable HEAPTRAIL_READER_THREAD=0|1 sets it at
+ * dump_open().  Takes effect at the first dump_next().
+ */
+void dump_set_thread_mode(struct dump *d, int mode);
 
 #endif

@@ -171,6 +171,7 @@ static int define_stack(struct dump *d, struct rd *r)
 {
 	uint64_t id = rd_u(r), depth = rd_u(r), ip = 0;
 	struct dump_frame *fr;
+	struct bev *e;
 	uint64_t i;
 
 	if (r->bad || id == HTR_STACK_NONE || id > UINT32_MAX ||
@@ -211,6 +212,14 @@ static int define_stack(struct dump *d, struct rd *r)
 	d->nstacks++;
 	if (id > d->stack_max)
 		d->stack_max = (uint32_t)id;
+	/* the consumer's table learns it at this point of the stream */
+	e = dump_bev_add(d);
+	if (!e)
+		return -ENOMEM;
+	e->kind = BEV_STACK;
+	e->aux = id;
+	e->size = depth;
+	e->ptr = (uintptr_t)fr;
 	return 0;
 }
 
@@ -542,6 +551,9 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 		}
 	}
 ready:
+	/* the handle map is probed when this head is delivered: fetch its slot now */
+	if ((h->kind == DUMP_ALLOC || h->kind == DUMP_FREE) && d->hm.keys)
+		__builtin_prefetch(&d->hm.keys[hmap_home(&d->hm, h->ptr)]);
 	c->p = p;
 	c->end = end;
 	c->time = t;
@@ -711,43 +723,55 @@ int dump_module_unload(struct dump *d, struct rd *r, struct dump_event *ev)
 }
 
 /*
- * The hot path: hands out the head of the cursor at the heap top, decodes
- * its next event and lets the heap settle, without leaving this file.
+ * The hot path: hands out the head of the cursor at the heap top into the
+ * producer's batch, decodes its next event and lets the heap settle,
+ * without leaving this file.
  */
-int dump_emit_cursor(struct dump *d, struct cursor *c, struct dump_event *ev)
+int dump_emit_cursor(struct dump *d, struct cursor *c, uint64_t *time)
 {
 	const struct head *h = &c->h;
+	struct bev *e;
 	int ret, exiting;
 
 	if (c->span) {
 		ret = apply_span(d, c, c->span_end);
-		if (ret == -ENOMEM) {
-			d->failed = 1;
-			dump_set_err(d, "out of memory");
-			return -1;
-		}
+		if (ret == -ENOMEM)
+			goto nomem;
 		if (ret) {
 			stop(d, c, d->why);
 			return -1;
 		}
 	}
-	ev->kind = (enum dump_kind)h->kind;
-	ev->time = h->time;
-	ev->tid = c->tid;
-	ev->api = h->api;
-	ev->ptr = h->ptr;
-	ev->old_ptr = h->old_ptr;
-	ev->size = h->size;
-	ev->usable = h->usable;
-	ev->stack = h->stack;
-	ev->client = h->client;
-	ev->id = h->id;
-	ev->text = NULL;
-	if (h->text && dump_set_text(d, ev, h->text, h->textlen)) {
-		d->failed = 1;
-		dump_set_err(d, "out of memory");
-		return -1;
+	e = dump_bev_add(d);
+	if (!e)
+		goto nomem;
+	e->kind = h->kind;
+	e->api = h->api;
+	e->flags = 0;
+	e->time = h->time;
+	e->tid = c->tid;
+	e->ptr = h->ptr;
+	e->aux = h->kind == DUMP_ALLOC ? h->old_ptr : h->id;
+	e->size = h->size;
+	e->usable = h->usable;
+	e->stack = h->stack;
+	e->client = h->client;
+	e->handle = HANDLE_NONE;
+	if (h->ptr && (h->kind == DUMP_ALLOC || h->kind == DUMP_FREE)) {
+		e->handle = h->kind == DUMP_ALLOC ? hmap_alloc(&d->hm, h->ptr) :
+			    hmap_free(&d->hm, h->ptr);
+		if (e->handle == HANDLE_NONE)
+			goto nomem;
 	}
+	if (h->text) {
+		int64_t off = dump_text_add(d, h->text, h->textlen);
+
+		if (off < 0)
+			goto nomem;
+		e->flags = BEV_TEXT;
+		e->usable = (uint64_t)off;
+	}
+	*time = h->time;
 	exiting = h->kind == DUMP_THREAD_EXIT;
 	if (exiting)
 		c->client = 0;
@@ -769,4 +793,8 @@ int dump_emit_cursor(struct dump *d, struct cursor *c, struct dump_event *ev)
 	if (ret == 0 && exiting)
 		cursor_retire(d, c);
 	return d->failed ? -1 : 1;
+nomem:
+	d->failed = 1;
+	dump_set_err(d, "out of memory");
+	return -1;
 }

@@ -7,9 +7,15 @@
 #include <sys/mman.h>
 
 #include "replay.h"
+#include "dump_internal.h"	/* the fast lane reads the reader's batches */
 
 /*
- * The live map is an open-addressing table keyed by pointer: linear probing,
+ * The live heap blocks sit in an array indexed by the reader's handle (see
+ * dump_internal.h): no hashing or probing on the replay's side.  A reader
+ * without handles (the unit tests' scripted one) gets them from a map of
+ * the replay's own.  Looking a block up by pointer (reachability scans,
+ * replay_lookup()) uses an index built when needed.  Pool blocks keep a
+ * table keyed by pointer: an open-addressing table with linear probing,
  * Fibonacci hashing of the address, backward-shift deletion (no tombstones,
  * so a long run of malloc/free churn never degrades the probe lengths).
  *
@@ -51,7 +57,6 @@ struct livemap {
 	uint64_t limit;		/* grow beyond this many entries */
 };
 
-#define LM_MIN_BITS 10
 
 static inline uint64_t lm_home(const struct livemap *m, uint64_t ptr)
 {
@@ -212,6 +217,43 @@ static inline void lm_delete(struct livemap *m, uint64_t i)
 	m->count--;
 }
 
+/* The live heap blocks by handle; slot 0 stays empty (HANDLE_NONE). */
+struct heapset {
+	struct slot *s;
+	struct cold *c;
+	uint64_t cap;		/* slots */
+	uint64_t count;		/* live blocks */
+};
+
+static int hs_grow(struct heapset *h, uint64_t handle)
+{
+	uint64_t cap = h->cap ? h->cap : 1024;
+	struct slot *s;
+	struct cold *c;
+
+	while (cap <= handle)
+		cap *= 2;
+	s = realloc(h->s, cap * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	h->s = s;
+	c = realloc(h->c, cap * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	h->c = c;
+	memset(s + h->cap, 0, (cap - h->cap) * sizeof(*s));
+	memset(c + h->cap, 0, (cap - h->cap) * sizeof(*c));
+	h->cap = cap;
+	return 0;
+}
+
+static void hs_release(struct heapset *h)
+{
+	free(h->s);
+	free(h->c);
+	memset(h, 0, sizeof(*h));
+}
+
 static inline uint64_t slot_size(const struct slot *s)
 {
 	return s->bits & SLOT_SIZE_MASK;
@@ -288,8 +330,11 @@ struct observer {
 struct replay {
 	struct dump *d;
 	double sample_bytes;	/* > 0: the dump holds a Poisson sample by bytes */
-	struct livemap live;
+	struct heapset live;
 	struct livemap pool_live;
+	struct hmap own;	/* ptr -> handle when the reader gives none */
+	struct hmap idx;	/* ptr -> handle, built for lookups by pointer */
+	uint64_t idx_seq;	/* r->seq + 1 when idx was built, 0 = never */
 	struct replay_totals t;
 
 	uint64_t seq;		/* heap events applied */
@@ -328,6 +373,10 @@ struct replay {
 	int unsafe;		/* events in the ring holding reader pointers */
 	int reader_rc;		/* 1 while the reader has more */
 	int at_end;
+	/* the fast lane: entries lent by the reader, run_i of them applied */
+	const struct bev *run;
+	size_t run_n, run_i;
+	uint64_t run_max;	/* the latest time among them */
 	struct replay_block freed;	/* the block the current event released */
 	struct replay_block scratch;	/* replay_lookup's answer */
 	char err[160];
@@ -568,7 +617,7 @@ static inline uint64_t est_bytes(const struct replay *r, uint64_t size)
 }
 
 /* Takes a block out of the accounting of its site (and the totals). */
-static inline void unaccount(struct replay *r, const struct slot *s, int heap)
+static inline __attribute__((always_inline)) void unaccount(struct replay *r, const struct slot *s, int heap)
 {
 	struct site *st = site_get(r, s->stack);
 	uint64_t size = heap ? est_bytes(r, slot_size(s)) : slot_size(s);
@@ -595,48 +644,63 @@ static inline void unaccount(struct replay *r, const struct slot *s, int heap)
 	}
 }
 
-static int apply_alloc(struct replay *r, struct dump_event *ev)
+/*
+ * Heap allocations and frees come two ways: as a struct dump_event (the
+ * general path, with observers) or straight from the reader's batch (the
+ * fast lane, see replay_step()).  Both expand these bodies, which take the
+ * fields one by one; 'ev' is only for the observers.
+ */
+#define HOT static inline __attribute__((always_inline))
+
+HOT int alloc_core(struct replay *r, uint64_t time, uint32_t tid, unsigned api,
+		   uint64_t ptr, uint64_t old_ptr, uint64_t esize, uint64_t usable,
+		   uint32_t stack, uint64_t client, uint32_t i,
+		   const struct dump_event *ev)
 {
 	struct thr *th;
 	struct site *st;
 	struct slot *s;
-	int64_t i;
 	int found;
-	uint64_t size = ev->size & SLOT_SIZE_MASK;
+	uint64_t size = esize & SLOT_SIZE_MASK;
 	uint64_t extra;
 
-	if (!ev->ptr)
+	if (!ptr)
 		return 0;
 	r->seq++;
 	r->t.recorded_events++;
-	th = thr_get(r, ev->tid);
+	th = thr_get(r, tid);
 	if (!th)
 		return fail_oom(r);
 	/* the reader names the old block; a realloc(p, 0) is not a pair */
 	if (th->realloc_pending &&
-	    (ev->api != HTR_API_REALLOC || ev->old_ptr != th->realloc_old.ptr))
+	    (api != HTR_API_REALLOC || old_ptr != th->realloc_old.ptr))
 		th->realloc_pending = 0;
 	if (th->realloc_pending)
 		r->t.reallocs++;
-	i = lm_put(&r->live, ev->ptr, &found);
-	if (i < 0)
+	if (i == HANDLE_NONE)
+		i = hmap_alloc(&r->own, ptr);
+	if (i == HANDLE_NONE || i == HANDLE_UNKNOWN ||
+	    (i >= r->live.cap && hs_grow(&r->live, i) < 0))
 		return fail_oom(r);
 	s = &r->live.s[i];
+	found = s->ptr != 0;
 	if (found)	/* its free was never seen (lost events): drop the old one */
 		unaccount(r, s, 1);
-	st = site_get(r, ev->stack);
+	else
+		r->live.count++;
+	st = site_get(r, stack);
 	if (!st)
 		return fail_oom(r);
-	extra = ev->usable > ev->size ? ev->usable - ev->size : 0;
-	s->ptr = ev->ptr;
-	s->time = ev->time;
-	s->bits = size | ((uint64_t)(ev->api & 31u) << SLOT_API_SHIFT) |
+	extra = usable > esize ? usable - esize : 0;
+	s->ptr = ptr;
+	s->time = time;
+	s->bits = size | ((uint64_t)(api & 31u) << SLOT_API_SHIFT) |
 		  ((uint64_t)SLOT_REACH_NONE << SLOT_REACH_SHIFT);
 	s->stack = st->s.stack;
 	s->spare = 0;
-	r->live.c[i].client = ev->client;
+	r->live.c[i].client = client;
 	r->live.c[i].extra = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
-	r->live.c[i].tid = ev->tid;
+	r->live.c[i].tid = tid;
 
 	site_touch(r, st);
 	{
@@ -653,31 +717,35 @@ static int apply_alloc(struct replay *r, struct dump_event *ev)
 	}
 	if (st->s.live_bytes > st->s.max_live_bytes)
 		st->s.max_live_bytes = st->s.live_bytes;
-	global_peak(r, ev->time);
-	th->last_alloc = ev->ptr;
+	global_peak(r, time);
+	th->last_alloc = ptr;
 	if (r->nobs)
 		notify(r, ev, th->realloc_pending ? &th->realloc_old : NULL);
 	th->realloc_pending = 0;
 	return 0;
 }
 
-static int apply_free(struct replay *r, struct dump_event *ev)
+HOT int free_core(struct replay *r, uint32_t tid, unsigned api, uint64_t ptr,
+		  uint32_t i, const struct dump_event *ev)
 {
-	struct thr *th = thr_get(r, ev->tid);
+	struct thr *th = thr_get(r, tid);
 	struct slot *s;
 	struct site *st;
-	int64_t i;
 	int temporary;
 
 	if (!th)
 		return fail_oom(r);
-	temporary = th->last_alloc == ev->ptr;
+	temporary = th->last_alloc == ptr;
 	th->last_alloc = 0;
 	th->realloc_pending = 0;
-	if (!ev->ptr)
+	if (!ptr)
 		return 0;
-	i = lm_find(&r->live, ev->ptr);
-	if (i < 0) {
+	if (i == HANDLE_NONE) {
+		i = hmap_free(&r->own, ptr);
+		if (i == HANDLE_NONE)
+			return fail_oom(r);
+	}
+	if (i >= r->live.cap || r->live.s[i].ptr != ptr) {	/* not live */
 		r->t.unknown_frees++;
 		if (r->nobs)
 			notify(r, ev, NULL);
@@ -689,24 +757,47 @@ static int apply_free(struct replay *r, struct dump_event *ev)
 	unaccount(r, s, 1);
 	st = r->byid[s->stack];
 	/* a realloc's release of its own block is not a temporary allocation */
-	if (temporary && ev->api != HTR_API_REALLOC) {
+	if (temporary && api != HTR_API_REALLOC) {
 		st->s.temporary++;
 		r->t.temporary++;
 	}
-	if (ev->api && htr_api_family(ev->api) != htr_api_family(slot_api(s))) {
+	if (api && htr_api_family(api) != htr_api_family(slot_api(s))) {
 		st->s.mismatches++;
 		r->t.mismatches++;
 	}
-	if (ev->api == HTR_API_REALLOC || r->nobs)
+	if (api == HTR_API_REALLOC || r->nobs)
 		slot_to_block(s, &r->live.c[i], &r->freed, 0);
-	if (ev->api == HTR_API_REALLOC) {
+	if (api == HTR_API_REALLOC) {
 		th->realloc_old = r->freed;
 		th->realloc_pending = 1;
 	}
-	lm_delete(&r->live, (uint64_t)i);
+	s->ptr = 0;
+	r->live.count--;
 	if (r->nobs)
 		notify(r, ev, &r->freed);
 	return 0;
+}
+
+static int apply_alloc(struct replay *r, const struct dump_event *ev)
+{
+	return alloc_core(r, ev->time, ev->tid, ev->api, ev->ptr, ev->old_ptr,
+			  ev->size, ev->usable, ev->stack, ev->client, ev->handle, ev);
+}
+
+static int apply_free(struct replay *r, const struct dump_event *ev)
+{
+	return free_core(r, ev->tid, ev->api, ev->ptr, ev->handle, ev);
+}
+
+/* The fast lane's: an allocation or a free straight from the reader's batch. */
+HOT int apply_bev(struct replay *r, const struct bev *e)
+{
+	if (e->time > r->t.duration)
+		r->t.duration = e->time;
+	if (e->kind == DUMP_ALLOC)
+		return alloc_core(r, e->time, e->tid, e->api, e->ptr, e->aux,
+				  e->size, e->usable, e->stack, e->client, e->handle, NULL);
+	return free_core(r, e->tid, e->api, e->ptr, e->handle, NULL);
 }
 
 static int apply_pool_alloc(struct replay *r, struct dump_event *ev)
@@ -813,18 +904,54 @@ static int apply_pool_destroy(struct replay *r, struct dump_event *ev)
 	return 0;
 }
 
-static void apply_reach(struct replay *r, const struct dump_event *ev)
+/*
+ * The handle of the live heap block at ptr, -1 when none.  With the
+ * reader's handles, an index of the live blocks by pointer is built on the
+ * first lookup after the live set changed: lookups come in bursts (a
+ * reachability scan), never per event.  -2 when out of memory.
+ */
+static int64_t heap_find(struct replay *r, uint64_t ptr)
+{
+	uint32_t h;
+
+	if (!ptr)
+		return -1;
+	if (r->own.n) {
+		h = hmap_get(&r->own, ptr);
+	} else {
+		if (r->idx_seq != r->seq + 1) {
+			uint64_t i;
+
+			hmap_release(&r->idx);
+			for (i = 1; i < r->live.cap; i++)
+				if (r->live.s[i].ptr &&
+				    hmap_put(&r->idx, r->live.s[i].ptr, (uint32_t)i) < 0) {
+					hmap_release(&r->idx);
+					return -2;
+				}
+			r->idx_seq = r->seq + 1;
+		}
+		h = hmap_get(&r->idx, ptr);
+	}
+	if (h == HANDLE_UNKNOWN || h >= r->live.cap || r->live.s[h].ptr != ptr)
+		return -1;
+	return h;
+}
+
+static int apply_reach(struct replay *r, const struct dump_event *ev)
 {
 	size_t k;
 
 	r->t.have_reach = 1;
 	for (k = 0; k < ev->nreach; k++) {
-		int64_t i = lm_find(&r->live, ev->reach[k].ptr);
+		int64_t i = heap_find(r, ev->reach[k].ptr);
 		struct slot *s;
 		struct site *st;
 		unsigned old, cls = ev->reach[k].cls & 3u;
 		uint64_t size, n;
 
+		if (i == -2)
+			return fail_oom(r);
 		if (i < 0)
 			continue;
 		s = &r->live.s[i];
@@ -840,6 +967,7 @@ static void apply_reach(struct replay *r, const struct dump_event *ev)
 		st->s.reach_blocks[cls] += n;
 		slot_set_reach(s, cls);
 	}
+	return 0;
 }
 
 static int apply(struct replay *r, struct dump_event *ev)
@@ -874,7 +1002,8 @@ static int apply(struct replay *r, struct dump_event *ev)
 	case DUMP_POOL_DESTROY:
 		return apply_pool_destroy(r, ev);
 	case DUMP_REACH:
-		apply_reach(r, ev);
+		if (apply_reach(r, ev) < 0)
+			return -1;
 		break;
 	case DUMP_THREAD_EXIT: {
 		/* the tid may be reused by a new thread */
@@ -915,8 +1044,7 @@ struct replay *replay_new(struct dump *d)
 	r->d = d;
 	if (dump_process(d))
 		r->sample_bytes = (double)dump_process(d)->sample_bytes;
-	if (lm_init(&r->live, LM_MIN_BITS) < 0 ||
-	    lm_init(&r->pool_live, 4) < 0) {
+	if (hs_grow(&r->live, 1) < 0 || lm_init(&r->pool_live, 4) < 0) {
 		replay_free(r);
 		errno = ENOMEM;
 		return NULL;
@@ -938,7 +1066,9 @@ void replay_free(struct replay *r)
 
 	if (!r)
 		return;
-	lm_release(&r->live);
+	hs_release(&r->live);
+	hmap_release(&r->own);
+	hmap_release(&r->idx);
 	lm_release(&r->pool_live);
 	for (sl = r->slabs; sl; sl = next) {
 		next = sl->next;
@@ -953,10 +1083,14 @@ void replay_free(struct replay *r)
 	free(r);
 }
 
+static void fast_sync(struct replay *r);
+
 int replay_observe(struct replay *r, replay_observer_fn fn, void *ctx)
 {
 	if (r->nobs == MAX_OBSERVERS)
 		return -ENOSPC;
+	/* observers see every event: the rest of a lent run goes the general way */
+	fast_sync(r);
 	r->obs[r->nobs].fn = fn;
 	r->obs[r->nobs].ctx = ctx;
 	r->nobs++;
@@ -983,18 +1117,23 @@ static inline int holds_pointers(const struct dump_event *e)
  */
 #define PREFETCH_SLOT(r, e)							\
 	do {									\
-		if ((e)->kind == DUMP_FREE || (e)->kind == DUMP_ALLOC) {	\
-			uint64_t h_ = lm_home(&(r)->live, (e)->ptr);		\
-										\
-			__builtin_prefetch(&(r)->live.s[h_], 1);		\
-			__builtin_prefetch(&(r)->live.c[h_], 1);		\
+		if (((e)->kind == DUMP_FREE || (e)->kind == DUMP_ALLOC) &&	\
+		    (e)->handle < (r)->live.cap) {				\
+			__builtin_prefetch(&(r)->live.s[(e)->handle], 1);	\
+			__builtin_prefetch(&(r)->live.c[(e)->handle], 1);	\
 		}								\
 	} while (0)
 
-/* Tops the read-ahead up; 1 when an event is ready, else 0 or -1. */
+/*
+ * Tops the read-ahead up; 1 when an event is ready, else 0 or -1.  Without
+ * observers it reads one event at a time: the fast lane below does the
+ * read-ahead then, and it only runs with nothing in the ring.
+ */
 static inline int fetch(struct replay *r)
 {
-	while (r->count < LOOKAHEAD && r->reader_rc > 0 && !r->unsafe) {
+	unsigned want = r->nobs ? LOOKAHEAD : 1;
+
+	while (r->count < want && r->reader_rc > 0 && !r->unsafe) {
 		struct dump_event *e = &r->ring[(r->head + r->count) & (LOOKAHEAD - 1)];
 		int rc;
 
@@ -1038,10 +1177,73 @@ static inline int consume(struct replay *r)
 	return apply(r, e) < 0 ? -1 : 1;
 }
 
+/*
+ * The fast lane.  With no observer and nothing in the ring, allocations and
+ * frees go from the reader's batch to the live map with no struct
+ * dump_event in between: dump_heap_run() lends a run of them, which is also
+ * the read-ahead (the entry FAST_AHEAD further on names the slot to
+ * prefetch).  Anything else takes the general path, one event at a time.
+ *
+ * The reader's functions are weak: the unit tests link replay.o with a
+ * scripted reader of their own, which has no fast lane.
+ */
+#define FAST_AHEAD 16
+#define FAST_RUN 1024		/* entries lent at a time */
+/* Tables below this many slots stay in the cache: no prefetch needed. */
+#define PREFETCH_MIN_SLOTS (UINT64_C(1) << 10)
+
+extern size_t dump_heap_run(struct dump *d, const struct bev **first, size_t max)
+	__attribute__((weak));
+extern void dump_heap_took(struct dump *d, size_t n, uint64_t max_time)
+	__attribute__((weak));
+
+/* Gives the reader back what the lane took: before any dump_next(). */
+static void fast_sync(struct replay *r)
+{
+	if (r->run_i)
+		dump_heap_took(r->d, r->run_i, r->run_max);
+	r->run = NULL;
+	r->run_n = r->run_i = 0;
+	r->run_max = 0;
+}
+
+static inline const struct bev *fast_peek(struct replay *r)
+{
+	if (r->run_i < r->run_n)
+		return &r->run[r->run_i];
+	if (r->nobs || r->count || !dump_heap_run)
+		return NULL;
+	fast_sync(r);
+	r->run_n = dump_heap_run(r->d, &r->run, FAST_RUN);
+	return r->run_n ? r->run : NULL;
+}
+
+static inline int fast_take(struct replay *r, const struct bev *e)
+{
+	if (r->live.cap >= PREFETCH_MIN_SLOTS && r->run_i + FAST_AHEAD < r->run_n) {
+		const struct bev *a = &r->run[r->run_i + FAST_AHEAD];
+
+		if (a->handle < r->live.cap) {
+			__builtin_prefetch(&r->live.s[a->handle], 1);
+			__builtin_prefetch(&r->live.c[a->handle], 1);
+		}
+	}
+	r->run_i++;
+	if (e->time > r->run_max)
+		r->run_max = e->time;
+	return apply_bev(r, e) < 0 ? -1 : 1;
+}
+
 int replay_step(struct replay *r, struct dump_event *ev)
 {
 	struct dump_event *e;
-	int rc = fetch(r);
+	const struct bev *b;
+	int rc;
+
+	if (!ev && (b = fast_peek(r)))
+		return fast_take(r, b);
+	fast_sync(r);
+	rc = fetch(r);
 
 	if (rc <= 0)
 		return rc;
@@ -1055,25 +1257,48 @@ int replay_step(struct replay *r, struct dump_event *ev)
 
 int replay_run(struct replay *r)
 {
+	const struct bev *b;
 	int rc;
 
-	while ((rc = fetch(r)) > 0)
+	for (;;) {
+		while ((b = fast_peek(r)))
+			if (fast_take(r, b) < 0)
+				goto fail;
+		fast_sync(r);
+		if ((rc = fetch(r)) <= 0)
+			return rc;
 		if (consume(r) < 0)
 			return -1;
-	return rc;
+	}
+fail:
+	fast_sync(r);
+	return -1;
 }
 
 int replay_run_until(struct replay *r, uint64_t time)
 {
+	const struct bev *b;
 	int rc;
 
-	while ((rc = fetch(r)) > 0) {
+	for (;;) {
+		while ((b = fast_peek(r))) {
+			if (b->time > time) {
+				fast_sync(r);
+				return 0;
+			}
+			if (fast_take(r, b) < 0) {
+				fast_sync(r);
+				return -1;
+			}
+		}
+		fast_sync(r);
+		if ((rc = fetch(r)) <= 0)
+			return rc;
 		if (next_event(r)->time > time)
 			return 0;	/* stays pending for the next call */
 		if (consume(r) < 0)
 			return -1;
 	}
-	return rc;
 }
 
 int replay_at_end(const struct replay *r)
@@ -1122,7 +1347,7 @@ const struct replay_block *replay_lookup(const struct replay *r, uint64_t ptr)
 {
 	/* the replay itself is never a const object: the scratch is writable */
 	struct replay *w = (struct replay *)r;
-	int64_t i = ptr ? lm_find(&r->live, ptr) : -1;
+	int64_t i = heap_find(w, ptr);
 
 	if (i < 0)
 		return NULL;
@@ -1138,7 +1363,7 @@ int replay_each_block(const struct replay *r,
 	uint64_t i;
 	int rc;
 
-	for (i = 0; i <= r->live.mask; i++) {
+	for (i = 1; i < r->live.cap; i++) {
 		if (!r->live.s[i].ptr)
 			continue;
 		slot_to_block(&r->live.s[i], &r->live.c[i], &b, 0);
