@@ -1,8 +1,11 @@
-/* interpose_proc.c - exit, _exit, exec and dlopen/dlclose: points the dump must see */
+/* interpose_proc.c - exit, _exit, exec and dl_iterate_phdr: points the dump must see */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -44,12 +47,21 @@ int __libc_start_main(main_fn main_, int argc, char **argv,
 
 HT_EXPORT void exit(int status)
 {
-	ht_note_exit_status(status);
+	if (!ht_foreign_process())
+		ht_note_exit_status(status);
 	REAL(exit_fn, "exit")(status);
 }
 
+/*
+ * A vfork child shares our memory and runs no fork handlers: its _exit or
+ * exec must touch nothing of ours (the parent's recording goes on).
+ */
 static __attribute__((noreturn)) void quick_exit_common(const char *name, int status)
 {
+	if (ht_foreign_process()) {
+		syscall(SYS_exit_group, status);
+		__builtin_unreachable();
+	}
 	ht_stop(HTR_END_EXIT, status);
 	REAL(exit_fn, name)(status);
 }
@@ -69,7 +81,7 @@ static void before_exec(void)
 {
 	int saved = errno;
 
-	if (atomic_load(&ht_phase) == HT_ON && !ht_in_shim) {
+	if (atomic_load(&ht_phase) == HT_ON && !ht_in_shim && !ht_foreign_process()) {
 		ht_in_shim = 1;
 		writer_sync_exec();
 		ht_in_shim = 0;
@@ -173,56 +185,148 @@ HT_EXPORT int execle(const char *path, const char *arg, ...)
 	return ret ? ret : execve(path, argv, envp);
 }
 
-typedef void *(*dlopen_fn)(const char *, int);
-typedef int (*dlclose_fn)(void *);
-typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+/*
+ * dl_iterate_phdr: no dlopen/dlclose wrappers (glibc reads the caller's
+ * RUNPATH and namespace from their return address), but this one is ours,
+ * for two reasons.  It counts the calls in flight, so that a forked child
+ * can tell whether some thread of its parent held the loader's
+ * dl_load_write_lock at the fork (glibc 2.36 does not reset that lock in
+ * the child: any dl_iterate_phdr there would wait forever); and in such a
+ * child it serves the shim's own calls (libunwind's, the module list's)
+ * from the parent's module list (modules.c) until the program itself gets
+ * through the real one.  dl_iterate_phdr reports the caller's namespace:
+ * only callers of the base namespace see this wrapper (the preloaded shim
+ * is not in the others), so the answer is the same.
+ */
+typedef int (*phdr_cb)(struct dl_phdr_info *, size_t, void *);
+typedef int (*iterate_fn)(phdr_cb, void *);
 
-static void modules_moved(void)
+static iterate_fn real_iterate;
+static _Atomic int iterating;	/* real calls in flight */
+
+HT_EXPORT int dl_iterate_phdr(phdr_cb cb, void *data)
 {
-	int saved = errno;
-
-	if (ht_tracing()) {
-		ht_in_shim = 1;
-		ev_modules_changed();
-		ht_in_shim = 0;
-	}
-	errno = saved;
-}
-
-HT_EXPORT void *dlopen(const char *file, int mode)
-{
-	static dlopen_fn real;
-	void *h;
-
-	if (!real)
-		real = REAL(dlopen_fn, "dlopen");
-	h = real(file, mode);
-	if (h)
-		modules_moved();
-	return h;
-}
-
-HT_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
-{
-	static dlmopen_fn real;
-	void *h;
-
-	if (!real)
-		real = REAL(dlmopen_fn, "dlmopen");
-	h = real(lmid, file, mode);
-	if (h)
-		modules_moved();
-	return h;
-}
-
-HT_EXPORT int dlclose(void *handle)
-{
-	static dlclose_fn real;
+	iterate_fn real = real_iterate;
 	int ret;
 
-	if (!real)
-		real = REAL(dlclose_fn, "dlclose");
-	ret = real(handle);
-	modules_moved();
+	if (ht_in_shim && !modules_loader_trusted())
+		return modules_iterate_snapshot(cb, data);
+	if (!real) {
+		real = REAL(iterate_fn, "dl_iterate_phdr");
+		real_iterate = real;
+	}
+	atomic_fetch_add_explicit(&iterating, 1, memory_order_acq_rel);
+	ret = real(cb, data);
+	atomic_fetch_sub_explicit(&iterating, 1, memory_order_release);
+	if (!ht_in_shim)
+		modules_loader_proven();
 	return ret;
+}
+
+/*
+ * Where is dl_load_write_lock?  It is a recursive pthread mutex inside ld.so's
+ * _rtld_global, at an offset that changes between glibc versions, so it is
+ * found by watching: inside a dl_iterate_phdr() callback the lock is ours,
+ * so its owner field holds our tid; after the call it holds 0.  Exactly one
+ * such field, or we do not claim to know.
+ */
+#define MAX_CANDIDATES 8
+
+static const uint8_t *rtld_global;
+static long wlock_owner = -1;	/* offset of the lock's __owner field */
+
+struct calib {
+	const uint8_t *g;
+	size_t size;
+	int tid;
+	long cand[MAX_CANDIDATES];
+	int n;
+};
+
+static int calib_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct calib *c = arg;
+	size_t o;
+
+	(void)info;
+	(void)size;
+	/* pthread_mutex_t: int __lock, unsigned __count, int __owner, ... */
+	for (o = 8; o + 4 <= c->size; o += 4) {
+		int owner, lock;
+		unsigned count;
+
+		memcpy(&owner, c->g + o, 4);
+		if (owner != c->tid)
+			continue;
+		memcpy(&lock, c->g + o - 8, 4);
+		memcpy(&count, c->g + o - 4, 4);
+		if (lock != 0 && count >= 1) {
+			if (c->n == MAX_CANDIDATES)
+				return 1;
+			c->cand[c->n++] = (long)o;
+		}
+	}
+	return 1;
+}
+
+void proc_calibrate_loader_lock(void)
+{
+	struct calib c;
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	int i, found = 0;
+	long at = -1;
+
+	memset(&c, 0, sizeof(c));
+	c.g = dlsym(RTLD_DEFAULT, "_rtld_global");
+	if (!c.g || !dladdr1((void *)c.g, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
+		return;
+	c.size = sym->st_size;
+	c.tid = (int)gettid();
+	dl_iterate_phdr(calib_cb, &c);
+	for (i = 0; i < c.n; i++) {
+		int owner;
+
+		memcpy(&owner, c.g + c.cand[i], 4);
+		if (owner == 0) {
+			at = c.cand[i];
+			found++;
+		}
+	}
+	if (found == 1) {
+		rtld_global = c.g;
+		wlock_owner = at;
+	}
+}
+
+/*
+ * In a forked child: was the loader idle at the fork?  When the lock was
+ * found, its lock word says so exactly.  Otherwise: no real
+ * dl_iterate_phdr in flight, and no dlopen/dlclose announcing a change to
+ * debuggers (r_state RT_ADD / RT_DELETE) in any namespace.
+ */
+int proc_loader_idle(void)
+{
+	const struct r_debug_extended *r = (const struct r_debug_extended *)&_r_debug;
+	int n, word;
+
+	if (rtld_global) {
+		/*
+		 * The lock word, not the owner: pthread_mutex_lock takes the
+		 * word before it names the owner, and unlock clears the owner
+		 * before it frees the word.
+		 */
+		memcpy(&word, rtld_global + wlock_owner - 8, 4);
+		return word == 0;
+	}
+	if (atomic_load(&iterating))
+		return 0;
+	for (n = 0; r && n < 256; n++) {
+		if (r->base.r_state != RT_CONSISTENT)
+			return 0;
+		if (r->base.r_version < 2)
+			break;
+		r = r->r_next;
+	}
+	return 1;
 }

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -19,9 +20,14 @@
  * started from our constructor, when the C library is fully up; events made
  * before that wait in their buffers.
  *
- * The end: an atexit handler registered at start runs after the program's
+ * The end: an exit handler registered at start runs after the program's
  * own atexit handlers and writes the last frame with the end record; _exit,
- * fatal signals and exec flush too.
+ * fatal signals and exec flush too.  It belongs to no library
+ * (__cxa_atexit with a NULL dso handle), so it runs in exit()'s last pass,
+ * after the loader ran every library's destructors (registered later, they
+ * run before it): their frees are in the dump.  Registered with our own
+ * __dso_handle, as atexit() does, it would run as part of the shim's own
+ * destructor, before those of libraries finalised after it.
  */
 
 _Atomic int ht_phase;
@@ -29,6 +35,9 @@ _Atomic uint64_t ht_lost[5];
 
 static int exit_status = -1;
 static unsigned fork_generation;
+static pid_t traced_pid;		/* the process this memory records */
+
+int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -62,8 +71,20 @@ static void locate_self(void)
 		stacks_set_self_range(range[0], range[1]);
 }
 
-static void at_exit(void)
+/*
+ * A vfork child shares our memory (and its parent's thread's TLS) and runs
+ * no fork handlers: nothing of ours is its to finish.
+ */
+int ht_foreign_process(void)
 {
+	return traced_pid && getpid() != traced_pid;
+}
+
+static void at_exit(void *arg)
+{
+	(void)arg;
+	if (ht_foreign_process())
+		return;
 	reach_at_exit();	/* HEAPTRAIL_REACH=exit: before the last frame */
 	if (exit_status >= 0)
 		ht_stop(HTR_END_EXIT, exit_status);
@@ -75,6 +96,7 @@ static void after_fork_child(void)
 {
 	int was = ht_in_shim;
 
+	traced_pid = getpid();
 	if (atomic_load(&ht_phase) != HT_ON)
 		return;
 	ht_in_shim = 1;
@@ -84,7 +106,7 @@ static void after_fork_child(void)
 	if (ht_sampled_filter)
 		ht_sampled_filter = ptrset_filter(ptrset_get(HT_SET_SAMPLED));
 	reach_after_fork();
-	modules_reset_after_fork();
+	modules_after_fork(proc_loader_idle());
 	writer_reset_after_fork();
 	if (!ht_cfg.follow) {
 		atomic_store(&ht_phase, HT_STOPPED);
@@ -177,8 +199,9 @@ void ht_init(void)
 	reach_init();
 	if (writer_open() != 0)
 		goto off;
+	traced_pid = getpid();
 	pthread_atfork(NULL, NULL, after_fork_child);
-	atexit(at_exit);
+	__cxa_atexit(at_exit, NULL, NULL);
 	reentry_init();
 	signals_install();
 	atomic_store(&ht_phase, HT_ON);
@@ -200,6 +223,7 @@ __attribute__((constructor(101))) static void on_load(void)
 	if (atomic_load(&ht_phase) != HT_ON)
 		return;
 	ht_in_shim = 1;
+	proc_calibrate_loader_lock();
 	if (writer_start_thread() != 0) {
 		/* nothing will be written: give the program its address space back */
 		atomic_store(&ht_phase, HT_STOPPED);
@@ -213,7 +237,7 @@ void ht_stop(int how, int status)
 {
 	int was = ht_in_shim;
 
-	if (atomic_load(&ht_phase) != HT_ON)
+	if (atomic_load(&ht_phase) != HT_ON || ht_foreign_process())
 		return;
 	ht_in_shim = 1;
 	writer_finish(how, status);
@@ -224,4 +248,48 @@ void ht_stop(int how, int status)
 void ht_note_exit_status(int status)
 {
 	exit_status = status & 0xff;
+}
+
+/*
+ * Was a dump whose header says (pid, start) written by an earlier image of
+ * this very process (before exec)?  Only if the pid is ours and the dump
+ * started after this process did; otherwise a process that had our pid
+ * before (pids are reused) wrote it.  The process's start is known to a
+ * clock tick (/proc/self/stat), hence the slack.
+ */
+int ht_earlier_image(uint32_t pid, uint64_t start_realtime_ns)
+{
+	char buf[1024];
+	struct timespec rt, boot;
+	uint64_t ticks = 0, hz, started;
+	ssize_t n, i;
+	int f, field;
+	const char *p;
+
+	if (pid != (uint32_t)getpid())
+		return 0;
+	f = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return 1;	/* cannot tell: as before */
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return 1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* the command may hold spaces and parentheses */
+	if (!p)
+		return 1;
+	/* after ")": field 3 (state) ... field 22 (starttime, in clock ticks) */
+	for (field = 2, i = p - buf + 1; i < n && field < 22; i++)
+		if (buf[i] == ' ')
+			field++;
+	for (; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+		ticks = ticks * 10 + (uint64_t)(buf[i] - '0');
+	hz = (uint64_t)sysconf(_SC_CLK_TCK);
+	if (!hz || clock_gettime(CLOCK_REALTIME, &rt) || clock_gettime(CLOCK_BOOTTIME, &boot))
+		return 1;
+	started = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec -
+		  ((uint64_t)boot.tv_sec * 1000000000u + (uint64_t)boot.tv_nsec) +
+		  ticks * (1000000000u / hz);
+	return start_realtime_ns + 2 * (1000000000u / hz) >= started;
 }

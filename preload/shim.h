@@ -246,11 +246,22 @@ static inline int ht_guards_fd(int f)
 
 /* ---- modules.c: loaded objects, build-ids ---- */
 int modules_init(void);
-void modules_reset_after_fork(void);
 /* Append MODULE_LOAD/UNLOAD records for changes since the last call. */
 size_t modules_sync(uint8_t *out, size_t room, uint64_t now);
 int modules_changed(void);	/* cheap: the loader's add/sub counters moved */
-void modules_note_change(void);	/* dlopen/dlclose returned */
+void modules_note_change(void);	/* the next round walks the list */
+/* A new stack: record modules its addresses need; 1 when the stack epoch moved. */
+int modules_check_stack(const uintptr_t *ips, unsigned n);
+/* A forked child; loader_idle: nobody held the loader's write lock at the fork. */
+void modules_after_fork(int loader_idle);
+/* 0 in a forked child that must not call the real dl_iterate_phdr(). */
+int modules_loader_trusted(void);
+void modules_loader_proven(void);	/* a real dl_iterate_phdr() returned */
+struct dl_phdr_info;
+int modules_iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data);
+/* interpose_proc.c: the loader's write lock, for forked children */
+void proc_calibrate_loader_lock(void);
+int proc_loader_idle(void);
 
 /* ---- sampler.c ---- */
 struct mallinfo2;
@@ -425,6 +436,9 @@ void signals_install(void);
 void ht_init(void);		/* idempotent; called on first intercepted call */
 void ht_stop(int how, int status);	/* final flush; later events pass through */
 void ht_note_exit_status(int status);
+int ht_foreign_process(void);	/* a vfork child sharing our memory */
+/* Did an earlier image of this process (before exec) write a dump so marked? */
+int ht_earlier_image(uint32_t pid, uint64_t start_realtime_ns);
 
 /* reentry.c: a call that arrived under the guard SHIM, from 'caller' */
 void reentry_init(void);

@@ -16,8 +16,10 @@
  * A full table (at 3/4 load) stops interning: later new stacks get id 0 and
  * are counted as HTR_LOST_STACKS; events are still recorded.
  *
- * The epoch changes when a module is unloaded: the same addresses may then
- * belong to other code, so they must get new ids.
+ * The epoch changes when a module is loaded where a different, unloaded one
+ * was (modules.c): the same addresses then belong to other code, so they
+ * must get new ids.  The same library loaded again in its old place keeps
+ * its stacks' ids (a dlopen/dlclose loop does not fill the table).
  */
 
 #define TABLE_BITS 20			/* 1M slots, 8 MiB reserved */
@@ -224,19 +226,28 @@ static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
 	return 1;
 }
 
+/*
+ * A stack not in the table is checked against the modules the dump knows
+ * first (modules.c): its definition is resolved against the modules loaded
+ * at its event's time, so a library the dump has not heard of yet (loaded
+ * since the writer last looked) is recorded now, before the event.
+ */
 uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 {
-	uint32_t ep = atomic_load_explicit(&epoch, memory_order_relaxed);
-	uint64_t h = hash_stack(c->ips, c->depth, ep);
-	uint32_t tag = (uint32_t)(h >> 32) | 1;
-	uint32_t idx = (uint32_t)h & (TABLE_SLOTS - 1);
-	uint32_t new_id = 0;
-
-	struct cache_entry *ce = &cache[(h >> 20) & (CACHE_SLOTS - 1)];
+	uint32_t ep, tag, idx, new_id = 0;
+	uint64_t h;
+	struct cache_entry *ce;
+	int checked = 0;
 
 	*is_new = 0;
 	if (!c->depth || !table)
 		return HTR_STACK_NONE;
+again:
+	ep = atomic_load_explicit(&epoch, memory_order_relaxed);
+	h = hash_stack(c->ips, c->depth, ep);
+	tag = (uint32_t)(h >> 32) | 1;
+	idx = (uint32_t)h & (TABLE_SLOTS - 1);
+	ce = &cache[(h >> 20) & (CACHE_SLOTS - 1)];
 	if (ce->hash == h && ce->epoch == ep && ce->id && same_stack(ce->id, c, ep))
 		return ce->id;
 	for (;;) {
@@ -245,6 +256,11 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 		if (!slot) {
 			uint64_t want;
 
+			if (!new_id && !checked) {
+				checked = 1;
+				if (modules_check_stack(c->ips, c->depth))
+					goto again;	/* addresses changed meaning: hash again */
+			}
 			if (!new_id) {
 				uint64_t off;
 

@@ -526,8 +526,8 @@ static int take_name(const char *p, uint32_t *holder)
 	}
 	n = pread(f, &h, sizeof(h), 0);
 	dump = n == (ssize_t)sizeof(h) && !memcmp(h.magic, HTR_FILE_MAGIC, 8);
-	if (dump && (h.pid == (uint32_t)getpid() || (!locked && pid_alive(h.pid)))) {
-		if (h.pid == (uint32_t)getpid())
+	if (dump && (ht_earlier_image(h.pid, h.start_realtime_ns) || (!locked && pid_alive(h.pid)))) {
+		if (ht_earlier_image(h.pid, h.start_realtime_ns))
 			after_exec = 1;		/* our own image before exec */
 		*holder = h.pid;
 		close(f);
