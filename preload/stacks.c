@@ -164,7 +164,7 @@ void stacks_capture(struct ht_capture *c)
 		n = fp_backtrace(raw, want);
 	} else {
 		/* cached .eh_frame rules (unwind.c); libunwind for what they cannot do */
-		int got = unwind_backtrace(raw, want);
+		int got = unwind_backtrace(raw, want, self_lo, self_hi);
 
 		if (got < 0)
 			got = unw_backtrace((void **)raw, (int)want);

@@ -715,11 +715,12 @@ static inline const struct tentry *rule_of(struct tentry *tc, uintptr_t ip, uint
 }
 
 /*
- * The return addresses of the caller's stack, innermost first, the first
- * being the caller's own.  -1: some frame is beyond the cache's rules; ask
- * libunwind.
+ * The return addresses of the caller's stack from the program's first frame
+ * out, our own frames [self_lo, self_hi) at the top left out.  -1: some
+ * frame is beyond the cache's rules; ask libunwind.
  */
-__attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max)
+__attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
+					       uintptr_t self_lo, uintptr_t self_hi)
 {
 	uintptr_t *fp = __builtin_frame_address(0);
 	uintptr_t lo, hi, sp, bp, ip;
@@ -731,13 +732,24 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max)
 
 	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
 		return -1;
-	/* our own frame: RBP-based, by -fno-omit-frame-pointer and the builtin */
-	ip = (uintptr_t)__builtin_return_address(0);
+	if ((uintptr_t)fp < lo || (uintptr_t)fp + 16 > hi)
+		return -1;	/* another stack (sigaltstack, a coroutine) */
+	lo = (uintptr_t)fp;	/* nothing below us is a caller's */
+	/*
+	 * Our own frames keep frame pointers (SHIM_CFLAGS; HT_FAST functions
+	 * only tail-call, so they leave no frame): follow the chain past them
+	 * to the program's first frame, checking each link.
+	 */
+	while (fp[1] - self_lo < self_hi - self_lo) {
+		uintptr_t *next = (uintptr_t *)fp[0];
+
+		if (next <= fp || (uintptr_t)next + 16 > hi || ((uintptr_t)next & 7))
+			return -1;
+		fp = next;
+	}
+	ip = fp[1];
 	sp = (uintptr_t)(fp + 2);
 	bp = fp[0];
-	if (sp < lo || sp >= hi)
-		return -1;	/* another stack (sigaltstack, a coroutine) */
-	lo = sp;		/* nothing below us is a caller's */
 	while (n < max) {
 		const struct tentry *te;
 		uintptr_t cfa, ra;
@@ -781,10 +793,12 @@ void unwind_forget(void)
 {
 }
 
-int unwind_backtrace(uintptr_t *out, unsigned max)
+int unwind_backtrace(uintptr_t *out, unsigned max, uintptr_t self_lo, uintptr_t self_hi)
 {
 	(void)out;
 	(void)max;
+	(void)self_lo;
+	(void)self_hi;
 	return -1;
 }
 
