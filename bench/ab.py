@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """ab.py - A/B timing of a few configurations on a shared, noisy machine.
 
-usage: bench/ab.py [--runs N] [--spawn PATH] NAME='ENV... -- CMD' ...
+usage: bench/ab.py [--runs N] [--spawn PATH] NAME='ENV... -- CMD [< FILE]' ...
 
 Each argument is one configuration: NAME=, then optional VAR=VALUE pairs,
-then `--`, then the command.  The configurations run alternately, N rounds
+then `--`, then the command, and optionally `<` and a file for its stdin.  The configurations run alternately, N rounds
 (default 9), through bench/spawn.c (CPU time: user + system of the command
 and its threads).  Prints, per configuration, the best and the median of
 wall and CPU time and their ratio to the first configuration's.  The best
@@ -40,15 +40,19 @@ def main():
         if "--" not in words:
             sys.exit("ab.py: %s: no -- before the command" % name)
         i = words.index("--")
-        cfgs.append((name, words[:i], words[i + 1:]))
-    res = {n: ([], []) for n, _, _ in cfgs}
+        cmd, stdin = words[i + 1:], None
+        if len(cmd) > 2 and cmd[-2] == "<":
+            cmd, stdin = cmd[:-2], cmd[-1]
+        cfgs.append((name, words[:i], cmd, stdin))
+    res = {c[0]: ([], []) for c in cfgs}
     fd, out = tempfile.mkstemp(prefix="ab.")
     os.close(fd)
     try:
         for r in range(a.runs):
-            for name, env, cmd in cfgs:
-                p = subprocess.run([a.spawn, out, "300"] + env + ["--"] + cmd,
-                                   stdout=subprocess.DEVNULL)
+            for name, env, cmd, stdin in cfgs:
+                with open(stdin or os.devnull) as f:
+                    p = subprocess.run([a.spawn, out, "300"] + env + ["--"] + cmd,
+                                       stdin=f, stdout=subprocess.DEVNULL)
                 if p.returncode:
                     sys.exit("ab.py: %s: cannot run" % name)
                 with open(out) as f:
@@ -64,7 +68,7 @@ def main():
     mw, mc = statistics.median(res[base][0]), statistics.median(res[base][1])
     print("%-12s %9s %9s %7s %7s | %9s %9s %7s %7s" % (
         "config", "best wall", "best cpu", "x", "cpu x", "med wall", "med cpu", "x", "cpu x"))
-    for name, _, _ in cfgs:
+    for name in res:
         w, c = res[name]
         print("%-12s %9.3f %9.3f %7.2f %7.2f | %9.3f %9.3f %7.2f %7.2f" % (
             name, min(w), min(c), min(w) / bw, min(c) / bc,
