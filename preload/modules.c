@@ -120,6 +120,27 @@ static void lock_mods(void)
 		sched_yield();
 }
 
+/*
+ * A program thread waits a bounded time only: the holder may be waiting
+ * for the loader's write lock, held by a thread whose dl_iterate_phdr()
+ * callback is allocating (and would wait for us here).  0 when taken.
+ */
+static int lock_mods_bounded(void)
+{
+	uint64_t end = 0;
+
+	while (atomic_flag_test_and_set_explicit(&mod_lock, memory_order_acquire)) {
+		uint64_t now = ht_mono_ns();
+
+		if (!end)
+			end = now + 50000000u;	/* 50 ms */
+		else if (now >= end)
+			return -1;
+		sched_yield();
+	}
+	return 0;
+}
+
 static void unlock_mods(void)
 {
 	atomic_flag_clear_explicit(&mod_lock, memory_order_release);
@@ -476,7 +497,8 @@ static int sync_from_thread(void)
 	int overflow, changed = 0, ret = 0;
 	size_t len;
 
-	lock_mods();
+	if (lock_mods_bounded() != 0)
+		return 0;	/* busy a long time: the writer's next round */
 	dl_iterate_phdr(peek_counters, &changed);
 	if (!changed && !atomic_load(&changed_hint)) {
 		unlock_mods();
@@ -498,6 +520,31 @@ static int sync_from_thread(void)
  * new stacks only.  Returns 1 when the stack epoch moved (the caller hashes
  * again).
  */
+/*
+ * Link maps this thread found known lately, with the set's sequence count
+ * then: hashing a module's name again costs more than the rest of a check.
+ */
+#define MEMO 4
+static __thread struct link_map *memo_lm[MEMO];
+static __thread uint32_t memo_seq[MEMO];
+static __thread unsigned memo_next;
+
+static int known_map(struct link_map *lm)
+{
+	uint32_t seq = atomic_load_explicit(&known_seq, memory_order_acquire);
+	unsigned k;
+
+	for (k = 0; k < MEMO; k++)
+		if (memo_lm[k] == lm && memo_seq[k] == seq)
+			return 1;
+	if (!known_has(lm->l_addr, hash_str(lm->l_name ? lm->l_name : "")))
+		return 0;
+	memo_lm[memo_next] = lm;
+	memo_seq[memo_next] = seq;
+	memo_next = (memo_next + 1) % MEMO;
+	return 1;
+}
+
 int modules_check_stack(const uintptr_t *ips, unsigned n)
 {
 	uintptr_t lo = 0, hi = 0;
@@ -518,7 +565,7 @@ int modules_check_stack(const uintptr_t *ips, unsigned n)
 		lo = (uintptr_t)fo.dlfo_map_start;
 		hi = (uintptr_t)fo.dlfo_map_end;
 		lm = fo.dlfo_link_map;
-		if (!lm || known_has(lm->l_addr, hash_str(lm->l_name ? lm->l_name : "")))
+		if (!lm || known_map(lm))
 			continue;
 		break;
 	}
