@@ -492,7 +492,7 @@ size_t modules_sync(uint8_t *out, size_t room, uint64_t now)
  */
 static int sync_from_thread(void)
 {
-	static uint8_t scratch[64u << 10];	/* under mod_lock */
+	static uint8_t scratch[192u << 10];	/* under mod_lock */
 	struct undo u;
 	int overflow, changed = 0, ret = 0;
 	size_t len;
