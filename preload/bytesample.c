@@ -63,9 +63,11 @@ int sample_slow(size_t size)
 	return 1;
 }
 
-_Atomic uint64_t ht_sampled_bits[HT_SAMPLED_WORDS];
+/* the summary on a line of its own (the bitmap starts on the next one) */
+_Atomic uint64_t ht_sampled_summary __attribute__((aligned(HT_CACHELINE)));
+_Atomic uint64_t ht_sampled_bits[HT_SAMPLED_WORDS] __attribute__((aligned(HT_CACHELINE)));
 static uint16_t bucket_count[HT_SAMPLED_WORDS * 64];
-static atomic_flag bits_lock = ATOMIC_FLAG_INIT;
+static atomic_flag bits_lock __attribute__((aligned(HT_CACHELINE))) = ATOMIC_FLAG_INIT;
 
 static void bits_lock_take(void)
 {
@@ -79,15 +81,28 @@ static void bits_note(void *p, int delta)
 	_Atomic uint64_t *w = &ht_sampled_bits[b / 64];
 	uint64_t bit = 1ull << (b % 64);
 
+	uint64_t group = 1ull << (b / 1024);
+	unsigned i;
+
 	bits_lock_take();
 	if (delta > 0) {
-		if (bucket_count[b]++ == 0)
+		if (bucket_count[b]++ == 0) {
 			atomic_fetch_or_explicit(w, bit, memory_order_release);
+			atomic_fetch_or_explicit(&ht_sampled_summary, group, memory_order_release);
+		}
 		if (!bucket_count[b])	/* 65536 blocks in one bucket: keep it set */
 			bucket_count[b] = UINT16_MAX;
 	} else if (bucket_count[b] && bucket_count[b] != UINT16_MAX &&
 		   --bucket_count[b] == 0) {
-		atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
+		if (!(atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed) & ~bit)) {
+			/* the word is 0 now: the group's summary bit goes with its last word */
+			for (i = b / 1024 * 16; i < b / 1024 * 16 + 16; i++)
+				if (atomic_load_explicit(&ht_sampled_bits[i], memory_order_relaxed))
+					break;
+			if (i == b / 1024 * 16 + 16)
+				atomic_fetch_and_explicit(&ht_sampled_summary, ~group,
+							  memory_order_relaxed);
+		}
 	}
 	atomic_flag_clear_explicit(&bits_lock, memory_order_release);
 }
@@ -100,6 +115,7 @@ static void bits_after_fork(void)
 	atomic_flag_clear(&bits_lock);
 	for (i = 0; i < HT_SAMPLED_WORDS; i++)
 		atomic_store_explicit(&ht_sampled_bits[i], 0, memory_order_relaxed);
+	atomic_store_explicit(&ht_sampled_summary, 0, memory_order_relaxed);
 	memset(bucket_count, 0, sizeof(bucket_count));
 }
 

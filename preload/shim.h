@@ -367,10 +367,19 @@ static inline uint32_t ht_sampled_bucket(const void *p)
 	return (uint32_t)((a >> 4) ^ (a >> 20)) & (HT_SAMPLED_WORDS * 64 - 1);
 }
 
+/*
+ * Bit g: some word of ht_sampled_bits[16 g .. 16 g + 15] is not 0.  One
+ * line that every free reads, so it stays in L1: with few recorded blocks
+ * live, most frees are answered here without touching the bitmap.
+ */
+extern _Atomic uint64_t ht_sampled_summary __attribute__((visibility("hidden")));
+
 static inline int ht_sampled_maybe(const void *p)
 {
 	uint32_t b = ht_sampled_bucket(p);
 
+	if (!((atomic_load_explicit(&ht_sampled_summary, memory_order_relaxed) >> (b / 1024)) & 1))
+		return 0;
 	return (atomic_load_explicit(&ht_sampled_bits[b / 64], memory_order_relaxed) >>
 		(b % 64)) & 1;
 }
