@@ -227,6 +227,11 @@ enum htr_unwind { HTR_UNWIND_LIBUNWIND = 0, HTR_UNWIND_FP = 1 };
  */
 #define HTR_PF_TIME_TICKS 4u
 #define HTR_PF_PTR_UNITS 8u
+/*
+ * HTR_PF_PACKED: every CHUNK's nbytes hold its events packed into columns
+ * by the writer (htr_chunkpack.h); a reader unpacks them first.
+ */
+#define HTR_PF_PACKED 16u
 #define HTR_TICK_SHIFT 6
 
 enum htr_lost {

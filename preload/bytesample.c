@@ -137,8 +137,12 @@ void sample_remember(void *p, size_t size)
 {
 	uint64_t old;
 
-	/* a block already in the set (cannot happen: freed first) keeps one count */
-	if (ptrset_remove(ptrset_get(HT_SET_SAMPLED), (uintptr_t)p, &old))
+	/*
+	 * Already in the set: freed where we did not see it (a free inside
+	 * libc); it keeps one count.  The bitmap answers first: the set's
+	 * filter is a cache miss away.
+	 */
+	if (ht_sampled_maybe(p) && ptrset_remove(ptrset_get(HT_SET_SAMPLED), (uintptr_t)p, &old))
 		bits_note(p, -1);
 	if (ptrset_add(ptrset_get(HT_SET_SAMPLED), (uintptr_t)p, size) < 0) {
 		atomic_fetch_add(&ht_lost[HTR_LOST_MEMORY], 1);

@@ -66,7 +66,7 @@ def frames(path):
         off += 16 + csize
 
 
-FLAGS = {"ticks": 0, "units": False}   # from the process record (HTR_PF_*)
+FLAGS = {"ticks": 0, "units": False, "packed": False}   # from the process record (HTR_PF_*)
 
 
 def pdelta(v):
@@ -76,6 +76,143 @@ def pdelta(v):
     w = v >> 1
     d = (w >> 1) ^ -(w & 1)
     return d if v & 1 else d * 16
+
+
+# --- HTR_PF_PACKED: the writer's columns back into events (common/htr_chunkpack.h) ---
+
+NSTREAMS = 12
+OPS, TIME, PTR, PTR_HI, REUSE, REUSE_HI, SIZE, SIZE_HI, EXTRA, STACKID, IPS, OTHER = range(12)
+HI = {PTR: PTR_HI, REUSE: REUSE_HI, SIZE: SIZE_HI}
+
+
+def glibc_extra(size):
+    chunk = max((size + 8 + 15) & ~15, 32)
+    return 0 if size > (1 << 62) else chunk - 8 - size
+
+
+def put_u(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def put_ptr(delta):
+    zz = lambda v: ((v << 1) ^ (v >> 63)) & ((1 << 64) - 1)
+    if not FLAGS["units"]:
+        return put_u(zz(delta))
+    if delta % 16 == 0:
+        return put_u(zz(delta // 16) << 1)
+    return put_u(zz(delta) << 1 | 1)
+
+
+def unpack_chunk(data):
+    """The events of a packed chunk, byte for byte as the shim wrote them."""
+    if data[0] == 0:
+        return data[1:]
+    if data[0] != 1:
+        raise ValueError("packed chunk of unknown kind %d" % data[0])
+    b = Buf(data)
+    b.i = 1
+    plain = b.u()
+    lens = [b.u() for _ in range(NSTREAMS - 1)]
+    st, off = [], b.i
+    for n in lens:
+        st.append(Buf(data[off:off + n]))
+        off += n
+    st.append(Buf(data[off:]))
+    out = bytearray()
+    mask = (1 << 64) - 1
+
+    def fetch(s):
+        src, raw, v, sh = st[s], bytearray(), 0, 0
+        while True:
+            c = src.d[src.i]
+            src.i += 1
+            raw.append(c)
+            v |= (c & 0x7F) << sh
+            sh += 7
+            if not c & 0x80:
+                return bytes(raw), v
+            src = st[HI.get(s, s)]
+
+    def take(s):
+        raw, v = fetch(s)
+        out.extend(raw)
+        return v
+
+    prev = [0]
+    aptr, fptr = [], []
+
+    def ptr_field():
+        v = take(PTR)
+        prev[0] = (prev[0] + pdelta(v)) & mask
+        return prev[0]
+
+    def modelled(reused, slots):
+        if not reused:
+            return ptr_field()
+        _, n = fetch(REUSE)
+        p = slots[len(slots) - 1 - n]
+        d = (p - prev[0]) & mask
+        out.extend(put_ptr(d - (1 << 64) if d >> 63 else d))
+        prev[0] = p
+        return p
+
+    ops = st[OPS]
+    while not ops.done():
+        byte = ops.d[ops.i]
+        ops.i += 1
+        reused = byte >> 7
+        byte &= 0x7F
+        out.append(byte)
+        typ = byte & 7
+        if typ == 1:
+            take(TIME)
+            aptr.append(modelled(reused, fptr))
+            size = take(SIZE)
+            _, z = fetch(EXTRA)
+            out.extend(put_u((((z >> 1) ^ -(z & 1)) + glibc_extra(size)) & mask))
+            take(STACKID)
+        elif typ == 2:
+            take(TIME)
+            fptr.append(modelled(reused, aptr))
+        elif typ == 3:
+            take(TIME); take(TIME)
+            old = ptr_field(); new = ptr_field()
+            if new != old:
+                fptr.append(old)
+            aptr.append(new)
+            size = take(SIZE)
+            _, z = fetch(EXTRA)
+            out.extend(put_u((((z >> 1) ^ -(z & 1)) + glibc_extra(size)) & mask))
+            take(STACKID)
+        elif typ == 4:
+            take(OTHER)
+            for _ in range(take(OTHER)):
+                take(IPS)
+        elif typ == 5:
+            take(TIME)
+            sub = take(OTHER)
+            if sub in (1, 5, 6, 8):
+                take(OTHER)
+            elif sub == 3:
+                n = take(OTHER); out.extend(st[OTHER].raw(n))
+            elif sub in (4, 7):
+                take(OTHER); n = take(OTHER); out.extend(st[OTHER].raw(n))
+            elif sub == 9:
+                take(OTHER); ptr_field(); take(SIZE); take(STACKID)
+            elif sub == 10:
+                take(OTHER); ptr_field()
+            elif sub != 2:
+                raise ValueError("bad control %d in a packed chunk" % sub)
+        else:
+            raise ValueError("bad event type %d in a packed chunk" % typ)
+    if len(out) != plain or not all(x.done() for x in st):
+        raise ValueError("packed chunk does not add up")
+    return bytes(out)
 
 
 def chunk_events(b, n, base):
@@ -149,6 +286,7 @@ def main():
                 rest = [b.u() for _ in range(5)]
                 FLAGS["ticks"] = 6 if rest[3] & 4 else 0
                 FLAGS["units"] = bool(rest[3] & 8)
+                FLAGS["packed"] = bool(rest[3] & 16)
                 print("PROCESS pid=%d ppid=%d exe=%s cmd=%r sample,unwind,depth,flags,gen=%s" % (pid, ppid, exe.decode(), cmd, rest))
             elif r == 2:
                 t, mid, bias = b.u(), b.u(), b.u(); p = b.str(); bid = b.str(); nseg = b.u()
@@ -158,7 +296,11 @@ def main():
                 print("MODULE_UNLOAD t=%d id=%d" % (b.u(), b.u()))
             elif r == 4:
                 tid, base, n = b.u(), b.u(), b.u()
-                ev = chunk_events(b, n, base)
+                if FLAGS["packed"]:
+                    plain = unpack_chunk(b.raw(n))
+                    ev = chunk_events(Buf(plain), len(plain), base)
+                else:
+                    ev = chunk_events(b, n, base)
                 for e in ev:
                     counts[e[0]] = counts.get(e[0], 0) + 1
                 if show_events:

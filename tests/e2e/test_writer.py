@@ -18,6 +18,11 @@
   lowest free fd     the writer never takes a low descriptor, not even for a
                      moment (writer_lowfd): dup() returns the lowest free
                      number every time
+  packed chunks      the shim packs chunks into columns (HTR_PF_PACKED):
+                     scripts/htrdump.py, the independent decoder, unpacks
+                     every chunk of a run and finds the program's own
+                     allocations and frees (the analyzer's side is every
+                     other e2e test)
 """
 
 import fcntl
@@ -28,7 +33,11 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+
 import check  # noqa: E402
+import htrdump  # noqa: E402
 import reliability as rel  # noqa: E402
 
 T = check.Suite("writer")
@@ -219,10 +228,80 @@ def case_lowfd():
     rel.clean_dump(T, "lowfd", dump, "exit")
 
 
+# --- packed chunks, read by the independent decoder ------------------------------------
+
+def case_packed():
+    exe = check.built_target("writer_burst")
+    d = fresh_dir("packed")
+    dump = os.path.join(d, "p.htr")
+    traced = rel.run([exe, "3", "20000", "0"], env=rel.shim_env(dump), cwd=d)
+    T.eq("packed: exits 0", traced.returncode, 0)
+    want = rel.output_facts(traced.stdout).get("allocations")
+    flags, counts = None, {}
+    for kind, payload in htrdump.frames(dump):
+        if kind != "frame":
+            continue
+        b = htrdump.Buf(payload)
+        while not b.done():
+            r = b.d[b.i]
+            b.i += 1
+            if r == 1:
+                for _ in range(5):
+                    b.u()
+                b.str()
+                b.str()
+                rest = [b.u() for _ in range(5)]
+                flags = rest[3]
+                htrdump.FLAGS.update(ticks=6 if flags & 4 else 0, units=bool(flags & 8),
+                                     packed=bool(flags & 16))
+            elif r == 4:
+                b.u()
+                base, n = b.u(), b.u()
+                plain = htrdump.unpack_chunk(b.raw(n))
+                for e in htrdump.chunk_events(htrdump.Buf(plain), len(plain), base):
+                    counts[e[0]] = counts.get(e[0], 0) + 1
+            else:
+                b.i -= 1
+                skip_one(b)
+    T.check("packed: the process record announces packed chunks",
+            flags is not None and flags & 16, "flags %r" % flags)
+    # the C library allocates a few blocks of its own (stdio)
+    T.check("packed: htrdump finds the program's allocations",
+            want is not None and want <= counts.get("alloc", 0) <= want + 16,
+            "%r vs %r" % (counts, want))
+    T.check("packed: and its frees", want is not None and want <= counts.get("free", 0) <= want + 16,
+            "%r vs %r" % (counts, want))
+
+
+def skip_one(b):
+    """Steps over the top-level record at b (not a PROCESS or CHUNK)."""
+    r = b.d[b.i]
+    b.i += 1
+    if r == 2:
+        b.u(), b.u(), b.u()
+        b.str()
+        b.str()
+        for _ in range(b.u()):
+            b.u(), b.u()
+    elif r in (3, 6, 7, 8, 5, 9):
+        n = {3: 2, 6: 1, 7: 3, 8: 5, 5: 8, 9: 1}[r]
+        for _ in range(n):
+            b.u()
+        if r == 9:
+            b.str()
+    elif r == 10:
+        b.u(), b.u()
+        for _ in range(b.u()):
+            b.s(), b.u()
+    else:
+        raise AssertionError("unknown record %d" % r)
+
+
 def main():
     cases = [("bursty program", case_bursty), ("concurrent starts", case_concurrent),
              ("held name", case_held),
-             ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd)]
+             ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd),
+             ("packed chunks", case_packed)]
     try:
         rel.run_cases(T, cases, "WRITER_ONLY")
     finally:

@@ -17,7 +17,8 @@ DUMPGEN_DEPS = tests/unit/dumpgen.c tests/unit/dumpgen.h common/htr_format.h \
 	       common/htr_varint.h
 BENCH_DUMP_EVENTS ?= 20000000
 # The reader's objects, for any test that links it without the whole analyzer.
-DUMP_OBJ = $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o
+DUMP_OBJ = $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o \
+	   $(BUILD)/obj/analyzer/chunkunpack.o
 
 $(DUMPU_DIR)/test_dump: tests/unit/test_dump.c $(DUMPGEN_DEPS) \
 		$(DUMP_OBJ) analyzer/dump.h analyzer/dump_internal.h

@@ -1,0 +1,406 @@
+/* chunkpack.c - the writer's reversible columnar packing of a chunk's events */
+#include <string.h>
+
+#include "chunkpack.h"
+#include "htr_format.h"
+#include "htr_varint.h"
+
+/*
+ * The writer thread packs each chunk just before its frame is compressed
+ * (the program's threads write events as before and pay nothing): the
+ * event bytes, time deltas, pointers, sizes, ... of the chunk each go to
+ * a stream of their own (htr_chunkpack.h), which zstd compresses much
+ * better than the interleaved events.  Values are moved, not decoded,
+ * except where the layout needs them (depths, subs, string lengths),
+ * usable_extra (written relative to glibc's slack) and the pointers of
+ * allocations and frees, which are looked up among the chunk's latest
+ * frees and allocations: a hit is written as how far back it was.
+ */
+
+struct packer {
+	const uint8_t *p, *end;
+	uint8_t *w[HTR_PACK_NSTREAMS], *lim[HTR_PACK_NSTREAMS];
+	struct chunkpack *cp;
+	uint64_t prev;			/* the chunk's previous pointer */
+	uint32_t nalloc, nfree;		/* slots handed out so far */
+	int units, bad;
+};
+
+#define MAP_MASK (CHUNKPACK_MAP_SLOTS - 1)
+/* Pointers the maps can hold: 16-byte aligned, below 2^52; slots below GONE. */
+#define MAP_OK(ptr, slot) (!((ptr) & 15) && (ptr) && (ptr) < (1ull << 52) && \
+			   (slot) < CHUNKPACK_GONE)
+
+size_t chunkpack_size(size_t cap)
+{
+	return HTR_PACK_NSTREAMS * cap + 2 * CHUNKPACK_MAP_SLOTS * (8 + 2);
+}
+
+static uint8_t *map_init(struct chunkpack_map *m, uint8_t *mem)
+{
+	m->e = (uint64_t *)(void *)mem;
+	m->used = (uint16_t *)(void *)(mem + CHUNKPACK_MAP_SLOTS * 8);
+	m->n = 0;
+	return mem + CHUNKPACK_MAP_SLOTS * (8 + 2);
+}
+
+void chunkpack_init(struct chunkpack *cp, uint8_t *mem, size_t cap)
+{
+	int i;
+
+	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
+		cp->s[i] = mem + (size_t)i * cap;
+	cp->cap = cap;
+	mem = map_init(&cp->live, mem + HTR_PACK_NSTREAMS * cap);
+	map_init(&cp->freed, mem);
+}
+
+static void map_clear(struct chunkpack_map *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		m->e[m->used[i]] = 0;
+	m->n = 0;
+}
+
+static inline size_t map_hash(uint64_t k)
+{
+	k *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(k >> 40) & MAP_MASK;
+}
+
+/* The entry of ptr (not deleted), or NULL. */
+static inline uint64_t *map_find(struct chunkpack_map *m, uint64_t ptr)
+{
+	uint64_t key = ptr >> 4;
+	size_t i = map_hash(key);
+
+	if (!MAP_OK(ptr, 0))
+		return NULL;
+	while (m->e[i]) {
+		if (m->e[i] >> 16 == key)
+			return (m->e[i] & 0xffff) == CHUNKPACK_GONE ? NULL : &m->e[i];
+		i = (i + 1) & MAP_MASK;
+	}
+	return NULL;
+}
+
+static inline void map_put(struct chunkpack_map *m, uint64_t ptr, uint32_t slot)
+{
+	uint64_t key = ptr >> 4;
+	size_t i = map_hash(key);
+
+	if (!MAP_OK(ptr, slot))
+		return;
+	while (m->e[i]) {
+		if (m->e[i] >> 16 == key) {
+			m->e[i] = key << 16 | slot;
+			return;
+		}
+		i = (i + 1) & MAP_MASK;
+	}
+	if (m->n >= CHUNKPACK_MAP_SLOTS / 2)
+		return;		/* full for this chunk: later pointers are not looked up */
+	m->e[i] = key << 16 | slot;
+	m->used[m->n++] = (uint16_t)i;
+}
+
+static inline void map_del(struct chunkpack_map *m, uint64_t ptr)
+{
+	uint64_t *e = map_find(m, ptr);
+
+	if (e)
+		*e |= CHUNKPACK_GONE;
+}
+
+/* The n bytes of one varint to stream s (and its bytes after the first to s's HI). */
+static void emit(struct packer *k, int s, const uint8_t *b, size_t n)
+{
+	int hi = htr_pack_hi(s);
+	size_t i;
+
+	if (hi >= 0 && n > 1) {
+		if (k->w[s] == k->lim[s] || (size_t)(k->lim[hi] - k->w[hi]) < n - 1) {
+			k->bad = 1;
+			return;
+		}
+		*k->w[s]++ = b[0];
+		for (i = 1; i < n; i++)
+			*k->w[hi]++ = b[i];
+		return;
+	}
+	if ((size_t)(k->lim[s] - k->w[s]) < n) {
+		k->bad = 1;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		*k->w[s]++ = b[i];
+}
+
+static void move_slow(struct packer *k, int s, uint64_t *v)
+{
+	const uint8_t *q;
+	uint64_t x = 0;
+
+	q = htr_get_u64(k->p, k->end, &x);
+	if (!q) {
+		k->bad = 1;
+		return;
+	}
+	emit(k, s, k->p, (size_t)(q - k->p));
+	k->p = q;
+	if (v)
+		*v = x;
+}
+
+/* Copy one varint from the events to stream s; its value in *v. */
+static inline void move(struct packer *k, int s, uint64_t *v)
+{
+	if (k->bad)
+		return;
+	/* most values take one byte */
+	if (k->p < k->end && *k->p < 0x80 && k->w[s] < k->lim[s]) {
+		if (v)
+			*v = *k->p;
+		*k->w[s]++ = *k->p++;
+		return;
+	}
+	move_slow(k, s, v);
+}
+
+static void put(struct packer *k, int s, uint64_t v)
+{
+	uint8_t b[HTR_VARINT_MAX];
+
+	emit(k, s, b, (size_t)(htr_put_u64(b, v) - b));
+}
+
+/* n raw bytes (a string) to stream s */
+static void bytes(struct packer *k, int s, uint64_t n)
+{
+	if (k->bad)
+		return;
+	if (n > (uint64_t)(k->end - k->p) || n > (uint64_t)(k->lim[s] - k->w[s])) {
+		k->bad = 1;
+		return;
+	}
+	memcpy(k->w[s], k->p, (size_t)n);
+	k->w[s] += n;
+	k->p += n;
+}
+
+static void extra(struct packer *k, uint64_t size)
+{
+	uint64_t x;
+	const uint8_t *q;
+
+	if (k->bad)
+		return;
+	q = htr_get_u64(k->p, k->end, &x);
+	if (!q) {
+		k->bad = 1;
+		return;
+	}
+	k->p = q;
+	put(k, HTR_PS_EXTRA, htr_zigzag((int64_t)(x - htr_pack_glibc_extra(size))));
+}
+
+static int same(const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
+{
+	size_t i;
+
+	if (na != nb)
+		return 0;
+	for (i = 0; i < na; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+static uint8_t *enc_ptr(uint8_t *o, int units, int64_t delta)
+{
+	return units ? htr_put_ptr(o, delta) : htr_put_s64(o, delta);
+}
+
+/* A pointer field copied to PTR; the absolute pointer it names. */
+static uint64_t plain_ptr(struct packer *k)
+{
+	uint64_t v = 0;
+
+	move(k, HTR_PS_PTR, &v);
+	k->prev += (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
+	return k->prev;
+}
+
+/*
+ * The pointer of an ALLOC (look among the chunk's frees) or a FREE (among
+ * its allocations): in REUSE with bit 7 on the event byte when found and
+ * the delta is written the way the reader will write it back, else in PTR.
+ */
+static uint64_t model_ptr(struct packer *k, uint8_t *op, struct chunkpack_map *m,
+			  uint32_t count)
+{
+	const uint8_t *q;
+	uint8_t enc[HTR_VARINT_MAX], *e;
+	uint64_t v, abs, *slot;
+
+	if (k->bad)
+		return 0;
+	q = htr_get_u64(k->p, k->end, &v);
+	if (!q) {
+		k->bad = 1;
+		return 0;
+	}
+	abs = k->prev + (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
+	slot = map_find(m, abs);
+	if (slot && (e = enc_ptr(enc, k->units, (int64_t)(abs - k->prev)),
+		     same(enc, (size_t)(e - enc), k->p, (size_t)(q - k->p)))) {
+		put(k, HTR_PS_REUSE, count - (uint32_t)(*slot & 0xffff) - 1);
+		*slot |= CHUNKPACK_GONE;
+		*op |= 0x80;
+		k->p = q;
+		k->prev = abs;
+		return abs;
+	}
+	return plain_ptr(k);
+}
+
+static void control(struct packer *k)
+{
+	uint64_t sub = 0, n = 0;
+
+	move(k, HTR_PS_TIME, NULL);
+	move(k, HTR_PS_OTHER, &sub);
+	if (k->bad)
+		return;
+	switch (sub) {
+	case HTR_SUB_THREAD_START:
+	case HTR_SUB_CLIENT_END:
+	case HTR_SUB_CLIENT_SET:
+	case HTR_SUB_POOL_DESTROY:
+		move(k, HTR_PS_OTHER, NULL);
+		break;
+	case HTR_SUB_THREAD_EXIT:
+		break;
+	case HTR_SUB_THREAD_NAME:
+		move(k, HTR_PS_OTHER, &n);
+		bytes(k, HTR_PS_OTHER, n);
+		break;
+	case HTR_SUB_CLIENT_BEGIN:
+	case HTR_SUB_POOL_CREATE:
+		move(k, HTR_PS_OTHER, NULL);
+		move(k, HTR_PS_OTHER, &n);
+		bytes(k, HTR_PS_OTHER, n);
+		break;
+	case HTR_SUB_POOL_ALLOC:
+		move(k, HTR_PS_OTHER, NULL);
+		plain_ptr(k);
+		move(k, HTR_PS_SIZE, NULL);
+		move(k, HTR_PS_STACKID, NULL);
+		break;
+	case HTR_SUB_POOL_FREE:
+		move(k, HTR_PS_OTHER, NULL);
+		plain_ptr(k);
+		break;
+	default:
+		k->bad = 1;
+	}
+}
+
+static void event(struct packer *k)
+{
+	struct chunkpack *cp = k->cp;
+	uint8_t b = *k->p++, *op;
+	uint64_t size = 0, depth = 0, i, ptr, old;
+
+	if (k->w[HTR_PS_OPS] == k->lim[HTR_PS_OPS] || (b & 0x80)) {
+		k->bad = 1;	/* bit 7 is the reuse flag: an api this packer does not know */
+		return;
+	}
+	op = k->w[HTR_PS_OPS]++;
+	*op = b;
+	switch (HTR_EV_TYPE(b)) {
+	case HTR_EV_ALLOC:
+		move(k, HTR_PS_TIME, NULL);
+		ptr = model_ptr(k, op, &cp->freed, k->nfree);
+		map_put(&cp->live, ptr, k->nalloc++);
+		move(k, HTR_PS_SIZE, &size);
+		extra(k, size);
+		move(k, HTR_PS_STACKID, NULL);
+		break;
+	case HTR_EV_FREE:
+		move(k, HTR_PS_TIME, NULL);
+		ptr = model_ptr(k, op, &cp->live, k->nalloc);
+		map_put(&cp->freed, ptr, k->nfree++);
+		break;
+	case HTR_EV_REALLOC:
+		move(k, HTR_PS_TIME, NULL);
+		move(k, HTR_PS_TIME, NULL);
+		old = plain_ptr(k);
+		ptr = plain_ptr(k);
+		map_del(&cp->live, old);
+		if (ptr != old)
+			map_put(&cp->freed, old, k->nfree++);
+		map_del(&cp->freed, ptr);
+		map_put(&cp->live, ptr, k->nalloc++);
+		move(k, HTR_PS_SIZE, &size);
+		extra(k, size);
+		move(k, HTR_PS_STACKID, NULL);
+		break;
+	case HTR_EV_STACK:
+		move(k, HTR_PS_OTHER, NULL);
+		move(k, HTR_PS_OTHER, &depth);
+		if (depth > HTR_MAX_DEPTH)
+			k->bad = 1;
+		for (i = 0; i < depth && !k->bad; i++)
+			move(k, HTR_PS_IPS, NULL);
+		break;
+	case HTR_EV_CONTROL:
+		control(k);
+		break;
+	default:
+		k->bad = 1;
+	}
+}
+
+size_t chunkpack(struct chunkpack *cp, uint8_t *out, const uint8_t *in, size_t len,
+		 int units)
+{
+	struct packer k;
+	uint8_t *o = out;
+	size_t total = 0;
+	int i;
+
+	memset(&k, 0, sizeof(k));
+	k.p = in;
+	k.end = in + len;
+	k.cp = cp;
+	k.units = units;
+	for (i = 0; i < HTR_PACK_NSTREAMS; i++) {
+		k.w[i] = cp->s[i];
+		k.lim[i] = cp->s[i] + cp->cap;
+	}
+	while (k.p < k.end && !k.bad)
+		event(&k);
+	map_clear(&cp->live);
+	map_clear(&cp->freed);
+	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
+		total += (size_t)(k.w[i] - cp->s[i]);
+	if (k.bad || total > len) {
+		*o++ = HTR_PACK_RAW;
+		memcpy(o, in, len);
+		return 1 + len;
+	}
+	*o++ = HTR_PACK_COLUMNS;
+	o = htr_put_u64(o, len);
+	for (i = 0; i < HTR_PACK_NSTREAMS - 1; i++)
+		o = htr_put_u64(o, (uint64_t)(k.w[i] - cp->s[i]));
+	for (i = 0; i < HTR_PACK_NSTREAMS; i++) {
+		size_t n = (size_t)(k.w[i] - cp->s[i]);
+
+		memcpy(o, cp->s[i], n);
+		o += n;
+	}
+	return (size_t)(o - out);
+}
