@@ -2,6 +2,7 @@
 #ifndef HT_DUMP_INTERNAL_H
 #define HT_DUMP_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -360,6 +361,8 @@ struct dump {
 
 	struct dump_process proc;
 	struct hmap hm;			/* handles of the live heap blocks */
+	uint64_t pfsize;		/* the file's size as the producer last heard */
+	pthread_mutex_t *flock;		/* guards free_frames once a reader thread runs */
 	struct batch *pb;		/* the batch the producer fills */
 	char perr[1024];		/* the producer's hard error */
 
