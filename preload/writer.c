@@ -16,6 +16,7 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+#include "chunkpack.h"
 #include "shim.h"
 
 /*
@@ -44,6 +45,7 @@ static size_t raw_len;
 static uint8_t *zout;
 static size_t zout_cap;
 static ZSTD_CCtx *cctx;
+static struct chunkpack packer;	/* the columns of a chunk being packed */
 #define ZSTD_LEVEL 1
 /*
  * The dump's descriptor, kept away from the program's own numbers.  A
@@ -236,7 +238,8 @@ static uint8_t *room(size_t need)
 
 static void append_chunk(struct ht_buf *b)
 {
-	uint8_t *p = room(40 + b->len);
+	uint8_t *p = room(40 + b->len + CHUNKPACK_SLACK);
+	size_t n;
 
 	if (disk_failed) {
 		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], b->nevents);
@@ -246,9 +249,16 @@ static void append_chunk(struct ht_buf *b)
 	*p++ = HTR_REC_CHUNK;
 	p = htr_put_u64(p, b->tid);
 	p = htr_put_u64(p, b->base_time);
-	p = htr_put_u64(p, b->len);
-	memcpy(p, b->data, b->len);
-	p += b->len;
+	/* packed after the nbytes varint: its length is known only then */
+	n = chunkpack(&packer, p + HTR_VARINT_MAX, b->data, b->len, 1);
+	{
+		uint8_t len[HTR_VARINT_MAX];
+		size_t ln = (size_t)(htr_put_u64(len, n) - len);
+
+		memmove(p + ln, p + HTR_VARINT_MAX, n);
+		memcpy(p, len, ln);
+		p += ln + n;
+	}
 	raw_len = (size_t)(p - raw);
 	events_written += b->nevents;
 }
@@ -769,8 +779,11 @@ static int setup_memory(void)
 	pending = region_alloc(&writer_region, PENDING_BYTES);
 	work = region_alloc(&writer_region, ws);
 	cctx = work ? ZSTD_initStaticCCtx(work, ws) : NULL;
-	if (!raw || !zout || !pending || !cctx)
+	/* a stream never holds more than the chunk, plus a byte per value re-encoded */
+	work = region_alloc(&writer_region, chunkpack_size(2 * HT_BUF_BYTES));
+	if (!raw || !zout || !pending || !cctx || !work)
 		return -ENOMEM;
+	chunkpack_init(&packer, work, 2 * HT_BUF_BYTES);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	return 0;
@@ -887,7 +900,7 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		return -1;
 	}
 	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0) |
-		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS, generation);
+		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS | HTR_PF_PACKED, generation);
 	/*
 	 * A forked child is still inside fork's handlers: another thread of
 	 * the parent may have held the loader's lock at the fork, and
