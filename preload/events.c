@@ -247,23 +247,3 @@ void ev_mark(const char *label)
 		lost();
 	thread_end(t);
 }
-
-void ev_modules_changed(void)
-{
-	static uint8_t scratch[64u << 10];
-	static atomic_flag scratch_lock = ATOMIC_FLAG_INIT;
-	struct ht_thread *t;
-	size_t len;
-
-	modules_note_change();
-	while (atomic_flag_test_and_set_explicit(&scratch_lock, memory_order_acquire))
-		;
-	t = thread_begin(0);
-	if (t) {
-		len = modules_sync(scratch, sizeof(scratch), ht_now());
-		if (len && writer_top_record(scratch, len) < 0)
-			modules_note_change();	/* the writer's next round retries */
-		thread_end(t);
-	}
-	atomic_flag_clear_explicit(&scratch_lock, memory_order_release);
-}

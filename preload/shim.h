@@ -490,7 +490,5 @@ void ev_pool_alloc(uint64_t pool, const void *ptr, size_t size,
 		   const struct ht_capture *c);
 /* A top-level record (mark) with the current time, queued for the writer. */
 void ev_mark(const char *label);
-/* Module records for a dlopen/dlclose that just returned. */
-void ev_modules_changed(void);
 
 #endif
