@@ -225,10 +225,13 @@ __attribute__((constructor(101))) static void on_load(void)
 	ht_in_shim = 1;
 	proc_calibrate_loader_lock();
 	if (writer_start_thread() != 0) {
-		/* nothing will be written: give the program its address space back */
+		/*
+		 * Nothing will be written.  The regions stay mapped: tracing was
+		 * on, so another thread (started by an earlier constructor) may be
+		 * inside an event this very moment.
+		 */
 		atomic_store(&ht_phase, HT_STOPPED);
 		ht_self = NULL;
-		region_release_all();
 	}
 	ht_in_shim = was;
 }
