@@ -194,15 +194,26 @@ int64_t dump_text_add(struct dump *d, const uint8_t *s, size_t n)
 
 /* ---- frames ---- */
 
+/*
+ * The free list of decompressed buffers is shared by the reader thread
+ * (frame_get) and the producer (dump_frame_unref) when there is one:
+ * d->flock is then the pipe's mutex.
+ */
 static struct frame *frame_get(struct dump *d, size_t size)
 {
-	struct frame *f = d->free_frames;
+	struct frame *f;
 	size_t cap = size < 65536 ? 65536 : size;
 
+	if (d->flock)
+		pthread_mutex_lock(d->flock);
+	f = d->free_frames;
 	if (f) {
 		d->free_frames = f->next;
 		d->nfree--;
-	} else {
+	}
+	if (d->flock)
+		pthread_mutex_unlock(d->flock);
+	if (!f) {
 		f = calloc(1, sizeof *f);
 		if (!f)
 			return NULL;
@@ -222,19 +233,33 @@ static struct frame *frame_get(struct dump *d, size_t size)
 	return f;
 }
 
+/* Back to the free list, or freed. */
+static void frame_put(struct dump *d, struct frame *f)
+{
+	int keep = 0;
+
+	if (d->flock)
+		pthread_mutex_lock(d->flock);
+	if (d->nfree < FREE_FRAMES) {
+		f->next = d->free_frames;
+		d->free_frames = f;
+		d->nfree++;
+		keep = 1;
+	}
+	if (d->flock)
+		pthread_mutex_unlock(d->flock);
+	if (keep)
+		return;
+	free(f->raw);
+	free(f);
+}
+
 void dump_frame_unref(struct dump *d, struct frame *f)
 {
 	if (--f->refs)
 		return;
 	d->hold -= f->size;
-	if (d->nfree < FREE_FRAMES) {
-		f->next = d->free_frames;
-		d->free_frames = f;
-		d->nfree++;
-		return;
-	}
-	free(f->raw);
-	free(f);
+	frame_put(d, f);
 }
 
 /* ---- heap ---- */
@@ -495,62 +520,133 @@ static int io_error(struct dump *d, int err)
 	return RF_ERROR;
 }
 
-static int read_frame(struct dump *d)
+/*
+ * The file's half of reading a frame: header, sizes, data, decompression.
+ * With a producer thread it runs on a reader thread of its own, NFETCH
+ * frames ahead; it touches nothing but the file, the zstd context and the
+ * buffer free list.
+ */
+struct fetch {
+	struct frame *f;		/* RF_OK: the decompressed frame */
+	int rf;				/* RF_* */
+	uint64_t off, next;		/* the frame's offset, the next one's */
+	uint64_t fsize;			/* the file's size as last seen */
+	char why[256];			/* RF_CORRUPT */
+};
+
+#define NFETCH 2
+
+static void fetch_error(struct fetch *x, int err)
+{
+	x->rf = RF_ERROR;
+	errstr(err, x->why, sizeof x->why);
+}
+
+static void fetch_frame(struct dump *d, uint64_t off, struct fetch *x)
 {
 	struct htr_frame_header h;
-	uint64_t off = d->off;
 	struct frame *f;
 	size_t n;
 	ssize_t got;
-	int ret;
 
-	d->bad_off = off;
-	if (!have_bytes(d, off, sizeof h))
-		return off >= d->fsize ? RF_EOF : RF_PARTIAL;
+	x->f = NULL;
+	x->off = off;
+	x->why[0] = 0;
+	x->rf = RF_PARTIAL;
+	if (!have_bytes(d, off, sizeof h)) {
+		x->rf = off >= d->fsize ? RF_EOF : RF_PARTIAL;
+		goto out;
+	}
 	got = pread_full(d->fd, &h, sizeof h, off);
-	if (got < 0)
-		return io_error(d, (int)-got);
+	if (got < 0) {
+		fetch_error(x, (int)-got);
+		goto out;
+	}
 	if ((size_t)got < sizeof h)
-		return RF_PARTIAL;
+		goto out;
 	h.magic = le32toh(h.magic);
 	h.compressed_size = le32toh(h.compressed_size);
 	h.raw_size = le32toh(h.raw_size);
 	h.check = le32toh(h.check);
-	if (h.magic != HTR_FRAME_MAGIC || htr_frame_check(&h) != h.check)
-		return dump_bad(d, "bad frame header"), RF_CORRUPT;
-	if (h.raw_size > HTR_FRAME_RAW_MAX)
-		return dump_bad(d, "frame of %u bytes, more than the %u allowed",
-				h.raw_size, HTR_FRAME_RAW_MAX), RF_CORRUPT;
+	x->rf = RF_CORRUPT;
+	if (h.magic != HTR_FRAME_MAGIC || htr_frame_check(&h) != h.check) {
+		snprintf(x->why, sizeof x->why, "bad frame header");
+		goto out;
+	}
+	if (h.raw_size > HTR_FRAME_RAW_MAX) {
+		snprintf(x->why, sizeof x->why, "frame of %u bytes, more than the %u allowed",
+			 h.raw_size, HTR_FRAME_RAW_MAX);
+		goto out;
+	}
 	if (h.compressed_size == 0 ||
-	    h.compressed_size > ZSTD_compressBound(h.raw_size) + 1024)
-		return dump_bad(d, "impossible compressed size %u for %u bytes",
-				h.compressed_size, h.raw_size), RF_CORRUPT;
+	    h.compressed_size > ZSTD_compressBound(h.raw_size) + 1024) {
+		snprintf(x->why, sizeof x->why, "impossible compressed size %u for %u bytes",
+			 h.compressed_size, h.raw_size);
+		goto out;
+	}
+	x->rf = RF_PARTIAL;
 	if (!have_bytes(d, off + sizeof h, h.compressed_size))
-		return RF_PARTIAL;
-	if (dump_grow((void **)&d->zbuf, &d->zcap, h.compressed_size, 1))
-		return io_error(d, ENOMEM);
+		goto out;
+	if (dump_grow((void **)&d->zbuf, &d->zcap, h.compressed_size, 1)) {
+		fetch_error(x, ENOMEM);
+		goto out;
+	}
 	got = pread_full(d->fd, d->zbuf, h.compressed_size, off + sizeof h);
-	if (got < 0)
-		return io_error(d, (int)-got);
+	if (got < 0) {
+		fetch_error(x, (int)-got);
+		goto out;
+	}
 	if ((size_t)got < h.compressed_size)
-		return RF_PARTIAL;
+		goto out;
 	f = frame_get(d, h.raw_size);
-	if (!f)
-		return io_error(d, ENOMEM);
+	if (!f) {
+		fetch_error(x, ENOMEM);
+		goto out;
+	}
 	f->off = off;
+	x->rf = RF_CORRUPT;
 	n = ZSTD_decompressDCtx(d->zd, f->raw, f->cap, d->zbuf, h.compressed_size);
 	if (ZSTD_isError(n)) {
-		dump_bad(d, "zstd: %s", ZSTD_getErrorName(n));
-		ret = RF_CORRUPT;
+		snprintf(x->why, sizeof x->why, "zstd: %s", ZSTD_getErrorName(n));
 	} else if (n != h.raw_size) {
-		dump_bad(d, "it holds %zu bytes, its header says %u", n, h.raw_size);
-		ret = RF_CORRUPT;
+		snprintf(x->why, sizeof x->why, "it holds %zu bytes, its header says %u",
+			 n, h.raw_size);
 	} else {
-		ret = frame_records(d, f, 0) ? RF_CORRUPT : RF_OK;
+		x->rf = RF_OK;
+		x->f = f;
+		x->next = off + sizeof h + h.compressed_size;
+		goto out;
 	}
+	frame_put(d, f);
+out:
+	x->fsize = d->fsize;
+}
+
+static int take_fetched(struct dump *d, struct fetch *x);
+
+/* The producer's half: checks the frame's records and queues them. */
+static int read_frame(struct dump *d)
+{
+	struct fetch x;
+	struct frame *f;
+	int ret;
+
+	if (!d->pipe || take_fetched(d, &x) < 0)
+		fetch_frame(d, d->off, &x);
+	d->bad_off = x.off;
+	d->pfsize = x.fsize;
+	if (x.rf != RF_OK) {
+		if (x.rf == RF_CORRUPT)
+			snprintf(d->why, sizeof d->why, "%s", x.why);
+		if (x.rf == RF_ERROR)
+			dump_set_err(d, "%s", x.why);
+		return x.rf;
+	}
+	f = x.f;
+	ret = frame_records(d, f, 0) ? RF_CORRUPT : RF_OK;
 	hold_add(d, f->size);
 	if (ret == RF_OK) {
-		d->off = off + sizeof h + h.compressed_size;
+		d->off = x.next;
 		ret = frame_records(d, f, 1);
 		if (ret == -ENOMEM) {
 			dump_frame_unref(d, f);
@@ -758,16 +854,75 @@ static int produce(struct dump *d)
 /* ---- the producer thread ---- */
 
 struct dump_pipe {
-	pthread_t th;
+	pthread_t th, rth;			/* producer, reader */
+	int reading;				/* the reader thread runs */
 	pthread_mutex_t mu;
 	pthread_cond_t cv_prod, cv_cons;	/* a free batch / a full batch */
+	pthread_cond_t cv_fetched, cv_room;	/* a frame read / room for one */
 	struct batch *all[NBATCHES];
 	struct batch *full[NBATCHES];		/* ring, in stream order */
 	unsigned fhead, nfull;
 	struct batch *freeb[NBATCHES];
 	unsigned nfree;
+	struct fetch fq[NFETCH];		/* ring of frames read ahead */
+	unsigned qhead, nq;
+	uint64_t roff;				/* where the reader reads next */
 	int stop;
 };
+
+/* The reader thread: decompresses the frames ahead of the producer. */
+static void *reader_main(void *arg)
+{
+	struct dump *d = arg;
+	struct dump_pipe *p = d->pipe;
+	uint64_t off = p->roff;
+
+	for (;;) {
+		struct fetch x;
+		int stop;
+
+		pthread_mutex_lock(&p->mu);
+		while (p->nq == NFETCH && !p->stop)
+			pthread_cond_wait(&p->cv_room, &p->mu);
+		stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			return NULL;
+		fetch_frame(d, off, &x);
+		pthread_mutex_lock(&p->mu);
+		p->fq[(p->qhead + p->nq) % NFETCH] = x;
+		p->nq++;
+		pthread_cond_signal(&p->cv_fetched);
+		pthread_mutex_unlock(&p->mu);
+		if (x.rf != RF_OK)
+			return NULL;	/* nothing follows a bad or missing frame */
+		off = x.next;
+	}
+}
+
+/* The next frame from the reader thread: 0, or -1 without a reader. */
+static int take_fetched(struct dump *d, struct fetch *x)
+{
+	struct dump_pipe *p = d->pipe;
+
+	if (!p->reading)
+		return -1;
+	pthread_mutex_lock(&p->mu);
+	while (!p->nq && !p->stop)
+		pthread_cond_wait(&p->cv_fetched, &p->mu);
+	if (p->nq) {
+		*x = p->fq[p->qhead];
+		p->qhead = (p->qhead + 1) % NFETCH;
+		p->nq--;
+		pthread_cond_signal(&p->cv_room);
+	} else {	/* closing */
+		memset(x, 0, sizeof *x);
+		x->rf = RF_ERROR;
+		snprintf(x->why, sizeof x->why, "closed");
+	}
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
 
 static void *producer_main(void *arg)
 {
@@ -780,7 +935,7 @@ static void *producer_main(void *arg)
 
 		b->status = st;
 		b->off = d->off;
-		b->fsize = d->fsize;
+		b->fsize = d->pfsize;
 		pthread_mutex_lock(&p->mu);
 		p->full[(p->fhead + p->nfull) % NBATCHES] = b;
 		p->nfull++;
@@ -832,14 +987,37 @@ static int pipe_start(struct dump *d)
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv_prod, NULL);
 	pthread_cond_init(&p->cv_cons, NULL);
+	pthread_cond_init(&p->cv_fetched, NULL);
+	pthread_cond_init(&p->cv_room, NULL);
 	d->pfollow = 0;
 	d->pipe = p;
+	/* the reader first: the producer asks it for every frame once it runs */
+	if (!d->final && !d->stopped) {
+		p->roff = d->off;
+		d->flock = &p->mu;
+		p->reading = pthread_create(&p->rth, NULL, reader_main, d) == 0;
+		if (!p->reading)
+			d->flock = NULL;
+	}
 	if (pthread_create(&p->th, NULL, producer_main, d) == 0)
 		return 0;
+	if (p->reading) {
+		pthread_mutex_lock(&p->mu);
+		p->stop = 1;
+		pthread_cond_broadcast(&p->cv_room);
+		pthread_mutex_unlock(&p->mu);
+		pthread_join(p->rth, NULL);
+		d->flock = NULL;
+		for (; p->nq; p->nq--, p->qhead = (p->qhead + 1) % NFETCH)
+			if (p->fq[p->qhead].f)
+				frame_put(d, p->fq[p->qhead].f);
+	}
 	d->pipe = NULL;
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv_prod);
 	pthread_cond_destroy(&p->cv_cons);
+	pthread_cond_destroy(&p->cv_fetched);
+	pthread_cond_destroy(&p->cv_room);
 fail:
 	for (i = 1; i < NBATCHES; i++)
 		batch_free(p->all[i]);
@@ -855,11 +1033,23 @@ static void pipe_stop(struct dump *d)
 	pthread_mutex_lock(&p->mu);
 	p->stop = 1;
 	pthread_cond_broadcast(&p->cv_prod);
+	pthread_cond_broadcast(&p->cv_fetched);
+	pthread_cond_broadcast(&p->cv_room);
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->th, NULL);
+	if (p->reading) {
+		pthread_join(p->rth, NULL);
+		/* frames read ahead and never taken */
+		d->flock = NULL;
+		for (; p->nq; p->nq--, p->qhead = (p->qhead + 1) % NFETCH)
+			if (p->fq[p->qhead].f)
+				frame_put(d, p->fq[p->qhead].f);
+	}
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv_prod);
 	pthread_cond_destroy(&p->cv_cons);
+	pthread_cond_destroy(&p->cv_fetched);
+	pthread_cond_destroy(&p->cv_room);
 	for (i = 0; i < NBATCHES; i++)
 		batch_free(p->all[i]);
 	free(p);
@@ -883,7 +1073,7 @@ static void next_batch(struct dump *d)
 		d->pfollow = d->follow;
 		b->status = produce(d);
 		b->off = d->off;
-		b->fsize = d->fsize;
+		b->fsize = d->pfsize;
 	} else {
 		pthread_mutex_lock(&p->mu);
 		if (d->cb) {
