@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "chunkunpack.h"
 #include "dump.h"
 #include "../common/htr_varint.h"
 
@@ -72,6 +73,7 @@ struct cursor {
 	int in_heap;
 	struct chunk *q;		/* ring of queued chunks */
 	size_t qhead, qlen, qcap;
+	struct chunkunpack unpacked;	/* the current chunk's events (HTR_PF_PACKED) */
 };
 
 /* A queued top-level record; body is right after its type byte. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunkunpack.h"
 #include "dump.h"
 #include "dump_internal.h"
 
@@ -372,6 +373,14 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 				c->f = ch->f;
 				p = ch->p;
 				end = ch->end;
+				/* the writer's columns back into events (HTR_PF_PACKED) */
+				if (d->proc.flags & HTR_PF_PACKED) {
+					ret = chunk_unpack(&c->unpacked, &p, &end, units, &what);
+					if (ret == -ENOMEM)
+						goto nomem;
+					if (ret)
+						goto corrupt;
+				}
 				t = ch->base_time;
 				prev = 0;
 			}
@@ -612,6 +621,7 @@ void dump_cursor_free(struct dump *d, struct cursor *c)
 	}
 	if (c->f)
 		dump_frame_unref(d, c->f);
+	chunkunpack_free(&c->unpacked);
 	free(c->q);
 	free(c);
 }
