@@ -53,8 +53,7 @@ static size_t fetch(struct unpacker *k, int s, uint8_t *b, uint64_t *v)
 	return n;
 }
 
-/* Copy one varint of stream s to the output; its value in *v. */
-static void take(struct unpacker *k, int s, uint64_t *v)
+static void take_slow(struct unpacker *k, int s, uint64_t *v)
 {
 	uint8_t b[HTR_VARINT_MAX];
 	size_t n;
@@ -68,6 +67,37 @@ static void take(struct unpacker *k, int s, uint64_t *v)
 	}
 	memcpy(k->w, b, n);
 	k->w += n;
+}
+
+/* Copy one varint of stream s to the output; its value in *v. */
+static inline void take(struct unpacker *k, int s, uint64_t *v)
+{
+	/* most values take one byte */
+	if (k->r[s] < k->rend[s] && k->wend - k->w >= 2) {
+		uint8_t b = *k->r[s];
+		int hi = htr_pack_hi(s);
+
+		if (b < 0x80) {
+			k->r[s]++;
+			*k->w++ = b;
+			if (v)
+				*v = b;
+			return;
+		}
+		/* two bytes, the second from the HI stream (sizes, reuse numbers) */
+		if (hi >= 0 && k->r[hi] < k->rend[hi] && *k->r[hi] < 0x80) {
+			uint8_t c = *k->r[hi]++;
+
+			k->r[s]++;
+			k->w[0] = b;
+			k->w[1] = c;
+			k->w += 2;
+			if (v)
+				*v = (uint64_t)(b & 0x7f) | (uint64_t)c << 7;
+			return;
+		}
+	}
+	take_slow(k, s, v);
 }
 
 static void take_bytes(struct unpacker *k, int s, uint64_t n)
@@ -137,7 +167,11 @@ static uint64_t take_modelled(struct unpacker *k, int reused, const uint64_t *sl
 		return take_ptr(k);
 	if (k->bad)
 		return 0;
-	if (!fetch(k, HTR_PS_REUSE, tmp, &n) || n >= count) {
+	if (k->r[HTR_PS_REUSE] < k->rend[HTR_PS_REUSE] && *k->r[HTR_PS_REUSE] < 0x80)
+		n = *k->r[HTR_PS_REUSE]++;
+	else if (!fetch(k, HTR_PS_REUSE, tmp, &n))
+		n = UINT64_MAX;
+	if (n >= count) {
 		k->bad = 1;
 		return 0;
 	}
