@@ -27,21 +27,14 @@ struct packer {
 };
 
 #define MAP_MASK (CHUNKPACK_MAP_SLOTS - 1)
-/* Pointers the maps can hold: 16-byte aligned, below 2^52; slots below GONE. */
-#define MAP_OK(ptr, slot) (!((ptr) & 15) && (ptr) && (ptr) < (1ull << 52) && \
-			   (slot) < CHUNKPACK_GONE)
+#define MAP_FREED (1u << 16)
+/* Pointers the map can hold: 16-byte aligned, below 2^51; slots below 2^16. */
+#define MAP_OK(ptr, slot) (!((ptr) & 15) && (ptr) && (ptr) < (1ull << 51) && \
+			   (slot) < 0x10000u)
 
 size_t chunkpack_size(size_t cap)
 {
-	return HTR_PACK_NSTREAMS * cap + 2 * CHUNKPACK_MAP_SLOTS * (8 + 2);
-}
-
-static uint8_t *map_init(struct chunkpack_map *m, uint8_t *mem)
-{
-	m->e = (uint64_t *)(void *)mem;
-	m->used = (uint16_t *)(void *)(mem + CHUNKPACK_MAP_SLOTS * 8);
-	m->n = 0;
-	return mem + CHUNKPACK_MAP_SLOTS * (8 + 2);
+	return HTR_PACK_NSTREAMS * cap + CHUNKPACK_MAP_SLOTS * (8 + 2);
 }
 
 void chunkpack_init(struct chunkpack *cp, uint8_t *mem, size_t cap)
@@ -51,8 +44,10 @@ void chunkpack_init(struct chunkpack *cp, uint8_t *mem, size_t cap)
 	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
 		cp->s[i] = mem + (size_t)i * cap;
 	cp->cap = cap;
-	mem = map_init(&cp->live, mem + HTR_PACK_NSTREAMS * cap);
-	map_init(&cp->freed, mem);
+	mem += HTR_PACK_NSTREAMS * cap;
+	cp->map.e = (uint64_t *)(void *)mem;
+	cp->map.used = (uint16_t *)(void *)(mem + CHUNKPACK_MAP_SLOTS * 8);
+	cp->map.n = 0;
 }
 
 static void map_clear(struct chunkpack_map *m)
@@ -64,54 +59,42 @@ static void map_clear(struct chunkpack_map *m)
 	m->n = 0;
 }
 
-static inline size_t map_hash(uint64_t k)
+/*
+ * The entry of ptr, or the empty one where it would go (*e == 0), or NULL
+ * when the map cannot hold it (or is full for this chunk).
+ */
+static inline uint64_t *map_at(struct chunkpack_map *m, uint64_t ptr)
 {
-	k *= 0x9e3779b97f4a7c15ull;
-	return (size_t)(k >> 40) & MAP_MASK;
-}
-
-/* The entry of ptr (not deleted), or NULL. */
-static inline uint64_t *map_find(struct chunkpack_map *m, uint64_t ptr)
-{
-	uint64_t key = ptr >> 4;
-	size_t i = map_hash(key);
+	uint64_t key = ptr >> 4, h = key * 0x9e3779b97f4a7c15ull;
+	size_t i = (size_t)(h >> 40) & MAP_MASK;
 
 	if (!MAP_OK(ptr, 0))
 		return NULL;
 	while (m->e[i]) {
-		if (m->e[i] >> 16 == key)
-			return (m->e[i] & 0xffff) == CHUNKPACK_GONE ? NULL : &m->e[i];
-		i = (i + 1) & MAP_MASK;
-	}
-	return NULL;
-}
-
-static inline void map_put(struct chunkpack_map *m, uint64_t ptr, uint32_t slot)
-{
-	uint64_t key = ptr >> 4;
-	size_t i = map_hash(key);
-
-	if (!MAP_OK(ptr, slot))
-		return;
-	while (m->e[i]) {
-		if (m->e[i] >> 16 == key) {
-			m->e[i] = key << 16 | slot;
-			return;
-		}
+		if (m->e[i] >> 17 == key)
+			return &m->e[i];
 		i = (i + 1) & MAP_MASK;
 	}
 	if (m->n >= CHUNKPACK_MAP_SLOTS / 2)
-		return;		/* full for this chunk: later pointers are not looked up */
-	m->e[i] = key << 16 | slot;
-	m->used[m->n++] = (uint16_t)i;
+		return NULL;	/* full for this chunk: later pointers are not looked up */
+	return &m->e[i];
 }
 
-static inline void map_del(struct chunkpack_map *m, uint64_t ptr)
+/* What the chunk did with ptr last: allocated (freed 0) or freed it, as slot. */
+static inline void map_set(struct chunkpack_map *m, uint64_t *e, uint64_t ptr,
+			   unsigned freed, uint32_t slot)
 {
-	uint64_t *e = map_find(m, ptr);
+	if (!e || !MAP_OK(ptr, slot))
+		return;
+	if (!*e)
+		m->used[m->n++] = (uint16_t)(e - m->e);
+	*e = (ptr >> 4) << 17 | (freed ? MAP_FREED : 0) | slot;
+}
 
-	if (e)
-		*e |= CHUNKPACK_GONE;
+static inline void map_note(struct chunkpack_map *m, uint64_t ptr, unsigned freed,
+			    uint32_t slot)
+{
+	map_set(m, map_at(m, ptr), ptr, freed, slot);
 }
 
 /* The n bytes of one varint to stream s (and its bytes after the first to s's HI). */
@@ -159,12 +142,27 @@ static inline void move(struct packer *k, int s, uint64_t *v)
 {
 	if (k->bad)
 		return;
-	/* most values take one byte */
-	if (k->p < k->end && *k->p < 0x80 && k->w[s] < k->lim[s]) {
-		if (v)
-			*v = *k->p;
-		*k->w[s]++ = *k->p++;
-		return;
+	/* most values take one byte, many two */
+	if (k->end - k->p >= 2 && k->w[s] < k->lim[s]) {
+		uint8_t b = k->p[0], c = k->p[1];
+		int hi;
+
+		if (b < 0x80) {
+			if (v)
+				*v = b;
+			*k->w[s]++ = b;
+			k->p++;
+			return;
+		}
+		hi = htr_pack_hi(s);
+		if (c < 0x80 && (hi < 0 ? k->lim[s] - k->w[s] >= 2 : k->w[hi] < k->lim[hi])) {
+			if (v)
+				*v = (uint64_t)(b & 0x7f) | (uint64_t)c << 7;
+			*k->w[s]++ = b;
+			*k->w[hi >= 0 ? hi : s]++ = c;
+			k->p += 2;
+			return;
+		}
 	}
 	move_slow(k, s, v);
 }
@@ -237,33 +235,37 @@ static uint64_t plain_ptr(struct packer *k)
  * The pointer of an ALLOC (look among the chunk's frees) or a FREE (among
  * its allocations): in REUSE with bit 7 on the event byte when found and
  * the delta is written the way the reader will write it back, else in PTR.
+ * Either way the map then says what this event did with the pointer.
  */
-static uint64_t model_ptr(struct packer *k, uint8_t *op, struct chunkpack_map *m,
-			  uint32_t count)
+static void model_ptr(struct packer *k, uint8_t *op, unsigned is_free)
 {
+	struct chunkpack_map *m = &k->cp->map;
 	const uint8_t *q;
 	uint8_t enc[HTR_VARINT_MAX], *e;
-	uint64_t v, abs, *slot;
+	uint64_t v, abs, *ent;
+	uint32_t count = is_free ? k->nalloc : k->nfree;
 
 	if (k->bad)
-		return 0;
+		return;
 	q = htr_get_u64(k->p, k->end, &v);
 	if (!q) {
 		k->bad = 1;
-		return 0;
+		return;
 	}
 	abs = k->prev + (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
-	slot = map_find(m, abs);
-	if (slot && (e = enc_ptr(enc, k->units, (int64_t)(abs - k->prev)),
-		     same(enc, (size_t)(e - enc), k->p, (size_t)(q - k->p)))) {
-		put(k, HTR_PS_REUSE, count - (uint32_t)(*slot & 0xffff) - 1);
-		*slot |= CHUNKPACK_GONE;
+	ent = map_at(m, abs);
+	/* found, and last allocated (for a free) or freed (for an allocation) */
+	if (ent && *ent && !(*ent & MAP_FREED) == !!is_free &&
+	    (e = enc_ptr(enc, k->units, (int64_t)(abs - k->prev)),
+	     same(enc, (size_t)(e - enc), k->p, (size_t)(q - k->p)))) {
+		put(k, HTR_PS_REUSE, count - (uint32_t)(*ent & 0xffff) - 1);
 		*op |= 0x80;
 		k->p = q;
 		k->prev = abs;
-		return abs;
+	} else {
+		plain_ptr(k);
 	}
-	return plain_ptr(k);
+	map_set(m, ent, abs, is_free, is_free ? k->nfree++ : k->nalloc++);
 }
 
 static void control(struct packer *k)
@@ -323,27 +325,23 @@ static void event(struct packer *k)
 	switch (HTR_EV_TYPE(b)) {
 	case HTR_EV_ALLOC:
 		move(k, HTR_PS_TIME, NULL);
-		ptr = model_ptr(k, op, &cp->freed, k->nfree);
-		map_put(&cp->live, ptr, k->nalloc++);
+		model_ptr(k, op, 0);
 		move(k, HTR_PS_SIZE, &size);
 		extra(k, size);
 		move(k, HTR_PS_STACKID, NULL);
 		break;
 	case HTR_EV_FREE:
 		move(k, HTR_PS_TIME, NULL);
-		ptr = model_ptr(k, op, &cp->live, k->nalloc);
-		map_put(&cp->freed, ptr, k->nfree++);
+		model_ptr(k, op, 1);
 		break;
 	case HTR_EV_REALLOC:
 		move(k, HTR_PS_TIME, NULL);
 		move(k, HTR_PS_TIME, NULL);
 		old = plain_ptr(k);
 		ptr = plain_ptr(k);
-		map_del(&cp->live, old);
 		if (ptr != old)
-			map_put(&cp->freed, old, k->nfree++);
-		map_del(&cp->freed, ptr);
-		map_put(&cp->live, ptr, k->nalloc++);
+			map_note(&cp->map, old, 1, k->nfree++);
+		map_note(&cp->map, ptr, 0, k->nalloc++);
 		move(k, HTR_PS_SIZE, &size);
 		extra(k, size);
 		move(k, HTR_PS_STACKID, NULL);
@@ -383,8 +381,7 @@ size_t chunkpack(struct chunkpack *cp, uint8_t *out, const uint8_t *in, size_t l
 	}
 	while (k.p < k.end && !k.bad)
 		event(&k);
-	map_clear(&cp->live);
-	map_clear(&cp->freed);
+	map_clear(&cp->map);
 	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
 		total += (size_t)(k.w[i] - cp->s[i]);
 	if (k.bad || total > len) {

@@ -11,13 +11,13 @@
 #define CHUNKPACK_SLACK (2 + (HTR_PACK_NSTREAMS + 1) * 10)
 
 /*
- * Pointer -> slot of the chunk's latest allocations or frees: open
- * addressing over 8-byte entries, (pointer / 16) << 16 | slot, 0 = empty,
- * slot CHUNKPACK_GONE = deleted; emptied after each chunk through the list
- * of entries it filled.  Small enough to stay in cache.
+ * Pointer -> what the chunk did with it last: allocated (slot among its
+ * allocations) or freed (slot among its frees).  Open addressing over
+ * 8-byte entries, (pointer / 16) << 17 | freed << 16 | slot, 0 = empty;
+ * emptied after each chunk through the list of entries it filled.  One
+ * probe per allocation or free, in a table that stays in cache.
  */
-#define CHUNKPACK_MAP_SLOTS 8192u
-#define CHUNKPACK_GONE 0xffffu
+#define CHUNKPACK_MAP_SLOTS 16384u
 
 struct chunkpack_map {
 	uint64_t *e;
@@ -25,11 +25,11 @@ struct chunkpack_map {
 	size_t n;
 };
 
-/* The writer's scratch: streams of 'cap' bytes and two maps (taken once). */
+/* The writer's scratch: streams of 'cap' bytes and the map (taken once). */
 struct chunkpack {
 	uint8_t *s[HTR_PACK_NSTREAMS];
 	size_t cap;
-	struct chunkpack_map live, freed;
+	struct chunkpack_map map;
 };
 
 /* Bytes of memory chunkpack_init() needs for streams of 'cap' bytes. */
