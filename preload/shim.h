@@ -227,6 +227,9 @@ int writer_restart_in_child(unsigned generation);
 void writer_sync(void);
 void writer_sync_exec(void);	/* writer_sync() plus an END "exec" record */
 int writer_running(void);
+/* Without the writer thread for a moment (see interpose_ns.c); 0 when paused. */
+int writer_pause(void);
+void writer_resume(void);
 /*
  * Queue a top-level record (mark, module load) built by another thread; the
  * caller holds its thread BUSY (thread_begin) while it reads the record's

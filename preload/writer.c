@@ -62,6 +62,7 @@ static _Atomic int running;	/* the writer thread exists */
 static _Atomic int tid;		/* its tid (HEAPTRAIL_REACH leaves it running) */
 static _Atomic uint32_t wake_word;
 static _Atomic int stop_how;	/* != 0: final round requested */
+static _Atomic int pause_req;	/* writer_pause(): a round, then the thread ends */
 static int stop_status;
 static _Atomic int finished;	/* final round written */
 static _Atomic uint64_t round_requested, round_done;
@@ -471,6 +472,10 @@ static void *writer_main(void *arg)
 			atomic_store(&finished, 1);
 			announce_progress();
 			break;
+		}
+		if (atomic_load(&pause_req)) {
+			do_round(0, 1);
+			return NULL;	/* 'running' stays: producers wait for the resume */
 		}
 		req = atomic_load(&round_requested);
 		if (now >= next || req != atomic_load(&round_done)) {
@@ -940,6 +945,29 @@ int writer_start_thread(void)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * A moment without the writer thread, for a call the kernel refuses to a
+ * threaded process (unshare(CLONE_NEWUSER)).  Producers that run out of
+ * buffers meanwhile wait, as for a slow writer.  0 when it was paused.
+ */
+int writer_pause(void)
+{
+	if (!atomic_load(&running) || atomic_load(&stop_how) ||
+	    pthread_equal(pthread_self(), thread))
+		return -1;
+	atomic_store(&pause_req, 1);
+	writer_wake();
+	pthread_join(thread, NULL);
+	return 0;
+}
+
+void writer_resume(void)
+{
+	atomic_store(&pause_req, 0);
+	if (writer_start_thread() != 0)
+		atomic_store(&ht_phase, HT_STOPPED);
 }
 
 int writer_open(void)

@@ -18,9 +18,12 @@ status; the dump's figures are checked against what the target knows.
                       retry succeeds: the block is new[]'s, delete[] matches
   guard_samplechurn   HEAPTRAIL_SAMPLE=1 records every block of 1.9 M: the
                       sampled-block set reuses its room, counts are exact
+  unshare -r          unshare(CLONE_NEWUSER), refused to threaded processes,
+                      works under the shim (its writer thread pauses)
 """
 
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -111,10 +114,24 @@ def case_samplechurn():
         T.eq("sample churn: the kept blocks", rel.site_sum(doc, "keep_here", "leaked_blocks"), 7)
 
 
+def case_unshare():
+    exe = shutil.which("unshare", path="/usr/bin:/bin")
+    if not exe:
+        raise check.Skip("no unshare(1)")
+    argv = [exe, "-r", "/bin/sh", "-c", "id -u"]
+    d = check.fresh_dir(WORK, "unshare")
+    plain = rel.run(argv, env=check.clean_env(), cwd=d)
+    if plain.returncode != 0:
+        raise check.Skip("user namespaces are not allowed here: %s" % check.first_line(plain.stderr))
+    plain, _, dump = pair("unshare -r", argv)
+    cp, doc = check.report(dump)
+    T.check("unshare -r: the dump of unshare(1) reads", doc is not None, check.first_line(cp.stderr))
+
+
 def main():
     cases = [("sigfamily", case_sigfamily), ("faults", case_faults),
              ("mark", case_mark_opt_in), ("newhandler", case_newhandler),
-             ("samplechurn", case_samplechurn)]
+             ("samplechurn", case_samplechurn), ("unshare", case_unshare)]
     try:
         rel.run_cases(T, cases, "GUARD_ONLY")
     finally:
