@@ -230,7 +230,16 @@ static struct frame *frame_get(struct dump *d, size_t size)
 	f->size = size;
 	f->refs = 1;
 	f->next = NULL;
+	f->ulen = f->npre = f->prei = 0;
 	return f;
+}
+
+static void frame_free(struct frame *f)
+{
+	free(f->raw);
+	free(f->ubuf);
+	free(f->pre);
+	free(f);
 }
 
 /* Back to the free list, or freed. */
@@ -250,8 +259,7 @@ static void frame_put(struct dump *d, struct frame *f)
 		pthread_mutex_unlock(d->flock);
 	if (keep)
 		return;
-	free(f->raw);
-	free(f);
+	frame_free(f);
 }
 
 void dump_frame_unref(struct dump *d, struct frame *f)
@@ -867,8 +875,119 @@ struct dump_pipe {
 	struct fetch fq[NFETCH];		/* ring of frames read ahead */
 	unsigned qhead, nq;
 	uint64_t roff;				/* where the reader reads next */
+	struct chunkunpack unpack;		/* the reader's, see pre_unpack() */
 	int stop;
 };
+
+/*
+ * The reader thread's share of decoding (HTR_PF_PACKED): every packed chunk
+ * of the frame unpacked into f->ubuf, for dump_enqueue_chunk() to take.
+ * Only a help: it stops at anything it does not understand, and a chunk it
+ * could not unpack is left to the cursor, which reports the damage where
+ * the events reach it.
+ */
+static void pre_unpack(struct dump *d, struct frame *f, struct chunkunpack *u)
+{
+	struct rd r = { f->raw, f->raw + f->size, 0 };
+	int units = !!(d->proc.flags & HTR_PF_PTR_UNITS);
+	uint64_t n, i;
+	size_t len;
+
+	while (r.p < r.end && !r.bad) {
+		uint8_t type = *r.p++;
+
+		switch (type) {
+		case HTR_REC_PROCESS:
+			for (i = 0; i < 5; i++)
+				rd_u(&r);
+			rd_bytes(&r, &len);
+			rd_bytes(&r, &len);
+			for (i = 0; i < 5; i++)
+				rd_u(&r);
+			break;
+		case HTR_REC_MODULE_LOAD:
+			rd_u(&r);
+			rd_u(&r);
+			rd_u(&r);
+			rd_bytes(&r, &len);
+			rd_bytes(&r, &len);
+			n = rd_u(&r);
+			for (i = 0; i < n && !r.bad; i++) {
+				rd_u(&r);
+				rd_u(&r);
+			}
+			break;
+		case HTR_REC_MODULE_UNLOAD:
+			rd_u(&r);
+			rd_u(&r);
+			break;
+		case HTR_REC_CHUNK: {
+			const uint8_t *q, *qe;
+			const char *why;
+			struct preunpacked *e;
+
+			rd_u(&r);
+			rd_u(&r);
+			n = rd_u(&r);
+			if (r.bad || n > (uint64_t)(r.end - r.p))
+				return;
+			q = r.p;
+			qe = r.p + n;
+			r.p += n;
+			if (chunk_unpack(u, &q, &qe, units, &why))
+				continue;	/* left to the cursor */
+			if (dump_grow((void **)&f->pre, &f->cappre, f->npre + 1, sizeof *f->pre))
+				return;
+			e = &f->pre[f->npre];
+			e->off = (size_t)(r.p - n - f->raw);
+			e->len = (size_t)n;
+			e->plen = (size_t)(qe - q);
+			e->in_raw = q >= f->raw && q <= f->raw + f->size;
+			if (e->in_raw) {
+				e->uoff = (size_t)(q - f->raw);
+			} else {
+				if (dump_grow((void **)&f->ubuf, &f->ucap, f->ulen + e->plen + 1, 1))
+					return;
+				e->uoff = f->ulen;
+				memcpy(f->ubuf + f->ulen, q, e->plen);
+				f->ulen += e->plen;
+			}
+			f->npre++;
+			continue;
+		}
+		case HTR_REC_SAMPLE:
+			for (i = 0; i < 8; i++)
+				rd_u(&r);
+			break;
+		case HTR_REC_WATERMARK:
+			rd_u(&r);
+			break;
+		case HTR_REC_LOST:
+			for (i = 0; i < 3; i++)
+				rd_u(&r);
+			break;
+		case HTR_REC_END:
+			for (i = 0; i < 5; i++)
+				rd_u(&r);
+			break;
+		case HTR_REC_MARK:
+			rd_u(&r);
+			rd_bytes(&r, &len);
+			break;
+		case HTR_REC_REACH:
+			rd_u(&r);
+			rd_u(&r);
+			n = rd_u(&r);
+			for (i = 0; i < n && !r.bad; i++) {
+				rd_u(&r);
+				rd_u(&r);
+			}
+			break;
+		default:
+			return;
+		}
+	}
+}
 
 /* The reader thread: decompresses the frames ahead of the producer. */
 static void *reader_main(void *arg)
@@ -889,6 +1008,8 @@ static void *reader_main(void *arg)
 		if (stop)
 			return NULL;
 		fetch_frame(d, off, &x);
+		if (x.rf == RF_OK && (d->proc.flags & HTR_PF_PACKED))
+			pre_unpack(d, x.f, &p->unpack);
 		pthread_mutex_lock(&p->mu);
 		p->fq[(p->qhead + p->nq) % NFETCH] = x;
 		p->nq++;
@@ -1011,6 +1132,7 @@ static int pipe_start(struct dump *d)
 		for (; p->nq; p->nq--, p->qhead = (p->qhead + 1) % NFETCH)
 			if (p->fq[p->qhead].f)
 				frame_put(d, p->fq[p->qhead].f);
+		chunkunpack_free(&p->unpack);
 	}
 	d->pipe = NULL;
 	pthread_mutex_destroy(&p->mu);
@@ -1050,6 +1172,7 @@ static void pipe_stop(struct dump *d)
 	pthread_cond_destroy(&p->cv_cons);
 	pthread_cond_destroy(&p->cv_fetched);
 	pthread_cond_destroy(&p->cv_room);
+	chunkunpack_free(&p->unpack);
 	for (i = 0; i < NBATCHES; i++)
 		batch_free(p->all[i]);
 	free(p);
@@ -1387,8 +1510,7 @@ void dump_close(struct dump *d)
 		struct frame *f = d->free_frames;
 
 		d->free_frames = f->next;
-		free(f->raw);
-		free(f);
+		frame_free(f);
 	}
 	while ((b = d->arena)) {
 		d->arena = b->next;

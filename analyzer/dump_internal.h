@@ -37,18 +37,34 @@ enum { CLS_LOAD = 0, CLS_FREE = 1, CLS_ALLOC = 2, CLS_LAST = 3 };
 #define FREE_FRAMES 4			/* decompressed buffers kept for reuse */
 #define ORD_CURSOR (1ull << 48)
 
+/*
+ * A packed chunk (HTR_PF_PACKED) unpacked by the reader thread ahead of
+ * time: the payload at raw + off (len bytes) reads as 'plen' plain bytes at
+ * ubuf + uoff (in_raw: at raw + uoff).  dump_enqueue_chunk() substitutes
+ * them; a chunk without one is unpacked where a cursor takes it.
+ */
+struct preunpacked {
+	size_t off, len, uoff, plen;
+	int in_raw;
+};
+
 struct frame {
 	struct frame *next;		/* free list */
 	uint8_t *raw;
 	size_t size, cap;
 	uint64_t off;			/* file offset of its header */
 	uint32_t refs;
+	uint8_t *ubuf;			/* its chunks unpacked by the reader thread */
+	size_t ulen, ucap;
+	struct preunpacked *pre;
+	size_t npre, cappre, prei;	/* prei: the next to match, in frame order */
 };
 
 struct chunk {
 	struct frame *f;
 	const uint8_t *p, *end;
 	uint64_t base_time;
+	int plain;			/* unpacked already (HTR_PF_PACKED) */
 };
 
 /* A decoded event waiting for its turn. */

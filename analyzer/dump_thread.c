@@ -374,7 +374,7 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 				p = ch->p;
 				end = ch->end;
 				/* the writer's columns back into events (HTR_PF_PACKED) */
-				if (d->proc.flags & HTR_PF_PACKED) {
+				if ((d->proc.flags & HTR_PF_PACKED) && !ch->plain) {
 					ret = chunk_unpack(&c->unpacked, &p, &end, units, &what);
 					if (ret == -ENOMEM)
 						goto nomem;
@@ -655,7 +655,19 @@ int dump_enqueue_chunk(struct dump *d, struct frame *f, uint32_t tid,
 		c->qcap = ncap;
 		c->qhead = 0;
 	}
-	c->q[(c->qhead + c->qlen) & (c->qcap - 1)] = (struct chunk){ f, p, end, base };
+	c->q[(c->qhead + c->qlen) & (c->qcap - 1)] = (struct chunk){ f, p, end, base, 0 };
+	/* the reader thread may have unpacked it already (chunks come in frame order) */
+	while (f->prei < f->npre && f->pre[f->prei].off < (size_t)(p - f->raw))
+		f->prei++;
+	if (f->prei < f->npre && f->pre[f->prei].off == (size_t)(p - f->raw) &&
+	    f->pre[f->prei].len == (size_t)(end - p)) {
+		const struct preunpacked *u = &f->pre[f->prei];
+		struct chunk *ch = &c->q[(c->qhead + c->qlen) & (c->qcap - 1)];
+
+		ch->p = (u->in_raw ? f->raw : f->ubuf) + u->uoff;
+		ch->end = ch->p + u->plen;
+		ch->plain = 1;
+	}
 	c->qlen++;
 	f->refs++;
 	hold_add(d, ENTRY_COST);
