@@ -1,10 +1,10 @@
 /* thread.c - per-thread event buffers, their hand-off to the writer, and the steal */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -483,25 +483,11 @@ void thread_exiting(void)
 	/* not ht_tracing(): it answers 0 under the guard just set */
 	if (atomic_load(&ht_phase) == HT_ON) {
 		char name[32] = "";
-		char path[64];
-		struct ht_str s;
-		int fd;
-		ssize_t n;
 
-		str_init(&s, path, sizeof(path));
-		str_add(&s, "/proc/self/task/");
-		str_add_u64(&s, t->tid);
-		str_add(&s, "/comm");
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			n = read(fd, name, sizeof(name) - 1);
-			close(fd);
-			if (n > 0) {
-				name[n] = '\0';
-				if (name[n - 1] == '\n')
-					name[n - 1] = '\0';
-			}
-		}
+		/* the exiting thread itself: no descriptor needed (a low fd would show) */
+		if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0)
+			name[0] = '\0';
+		name[sizeof(name) - 1] = '\0';
 		if (name[0])
 			ev_control(HTR_SUB_THREAD_NAME, 0, 0, name);
 		clients_thread_exit();
