@@ -2,6 +2,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
@@ -41,6 +42,8 @@ static _Atomic uint32_t next_id = 1;
 static _Atomic uint32_t used_slots;
 static _Atomic uint32_t epoch;
 static uintptr_t self_lo, self_hi;
+static int check_mode;		/* HEAPTRAIL_UNWIND_CHECK, see check_unwind() */
+static _Atomic unsigned check_diffs;
 
 static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 
@@ -73,8 +76,11 @@ int stacks_init(void)
 	infos = region_alloc(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
 	ips = (uintptr_t *)ip_region.base;	/* bumped through ip_region.used */
 	if (ht_cfg.unwind == HTR_UNWIND_LIBUNWIND) {
+		const char *v = getenv("HEAPTRAIL_UNWIND_CHECK");
+
 		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 		unwind_init();	/* without it, every stack goes to libunwind */
+		check_mode = v && v[0] == '1';
 	}
 	return 0;
 }
@@ -152,6 +158,46 @@ static unsigned fp_backtrace(uintptr_t *out, unsigned max)
 	return n;
 }
 
+/*
+ * HEAPTRAIL_UNWIND_CHECK=1: every stack is also taken by libunwind and the
+ * two compared (after our frames are dropped and the depth is cut), and the
+ * first differences are said on stderr.  For checking unwind.c on a
+ * program; it costs what libunwind costs.
+ */
+static void check_unwind(const uintptr_t *raw, unsigned n, unsigned want, unsigned keep)
+{
+	uintptr_t lib[HTR_MAX_DEPTH + 16];
+	unsigned i = 0, j = 0, kept = 0, nl;
+	int got = unw_backtrace((void **)lib, (int)want);
+	uintptr_t lo = self_lo, span = self_hi - self_lo;
+
+	nl = got > 0 ? (unsigned)got : 0;
+	for (;; i++, j++) {
+		while (i < n && raw[i] - lo < span)
+			i++;
+		while (j < nl && lib[j] - lo < span)
+			j++;
+		if (kept++ == keep || (i >= n && j >= nl))
+			return;
+		if (i >= n || j >= nl || raw[i] != lib[j])
+			break;
+	}
+	if (atomic_fetch_add(&check_diffs, 1) < 5) {
+		char buf[160];
+		struct ht_str m;
+
+		str_init(&m, buf, sizeof(buf));
+		str_add(&m, "unwind check: a stack differs from libunwind's at frame ");
+		str_add_u64(&m, kept - 1);
+		str_add(&m, " (ours ");
+		str_add_u64(&m, i < n ? raw[i] : 0);
+		str_add(&m, ", libunwind's ");
+		str_add_u64(&m, j < nl ? lib[j] : 0);
+		str_add(&m, ")");
+		ht_msg(buf);
+	}
+}
+
 void stacks_capture(struct ht_capture *c)
 {
 	uintptr_t raw[HTR_MAX_DEPTH + 16];
@@ -169,6 +215,8 @@ void stacks_capture(struct ht_capture *c)
 		if (got < 0)
 			got = unw_backtrace((void **)raw, (int)want);
 		n = got > 0 ? (unsigned)got : 0;
+		if (HT_UNLIKELY(check_mode))
+			check_unwind(raw, n, want, keep);
 	}
 	/* Our frames go: the interposed entry and main()'s wrapper alike. */
 	for (i = 0, d = 0; i < n && d < keep; i++)
