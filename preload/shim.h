@@ -38,6 +38,7 @@ struct ht_config {
 	int clients;		/* enum ht_clients_mode */
 	int mark_signal;	/* 0 = none */
 	int reach_at_exit;
+	int pack;		/* the writer packs chunks into columns (HTR_PF_PACKED) */
 	int quiet;
 };
 

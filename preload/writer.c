@@ -251,7 +251,12 @@ static void append_chunk(struct ht_buf *b)
 	p = htr_put_u64(p, b->tid);
 	p = htr_put_u64(p, b->base_time);
 	/* packed after the nbytes varint: its length is known only then */
-	n = chunkpack(&packer, p + HTR_VARINT_MAX, b->data, b->len, 1);
+	if (ht_cfg.pack) {
+		n = chunkpack(&packer, p + HTR_VARINT_MAX, b->data, b->len, 1);
+	} else {
+		memcpy(p + HTR_VARINT_MAX, b->data, b->len);
+		n = b->len;
+	}
 	{
 		uint8_t len[HTR_VARINT_MAX];
 		size_t ln = (size_t)(htr_put_u64(len, n) - len);
@@ -905,7 +910,8 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		return -1;
 	}
 	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0) |
-		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS | HTR_PF_PACKED, generation);
+		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS | (ht_cfg.pack ? HTR_PF_PACKED : 0u),
+		       generation);
 	/*
 	 * A forked child is still inside fork's handlers: another thread of
 	 * the parent may have held the loader's lock at the fork, and

@@ -161,6 +161,18 @@ def test_fp_unwinder():
             check.compare(T, rep, truth)
 
 
+def test_packing():
+    """Packed chunks (HEAPTRAIL_PACK=1) and plain ones (=0) give the same exact figures."""
+    for name in ("threads", "leak_depths", "cxx_new", "realloc_chain"):
+        if name not in SINGLE:
+            continue
+        for pack in ("1", "0"):
+            with T.case("%s (HEAPTRAIL_PACK=%s)" % (name, pack)):
+                need_tools()
+                rep, truth, _ = run_single(name, "preload-pack" + pack, {"HEAPTRAIL_PACK": pack})
+                check.compare(T, rep, truth, SINGLE[name])
+
+
 def test_heaptrack():
     if not heaptrack.available():
         T.skip("heaptrack comparison", "heaptrack, heaptrack_print or zstdcat missing")
@@ -663,6 +675,7 @@ def main():
     try:
         test_single_targets()
         test_fp_unwinder()
+        test_packing()
         test_heaptrack()
         test_process_tree()
         test_depth_cap()

@@ -234,7 +234,8 @@ def case_packed():
     exe = check.built_target("writer_burst")
     d = fresh_dir("packed")
     dump = os.path.join(d, "p.htr")
-    traced = rel.run([exe, "3", "20000", "0"], env=rel.shim_env(dump), cwd=d)
+    traced = rel.run([exe, "3", "20000", "0"], env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "1"}),
+                     cwd=d)
     T.eq("packed: exits 0", traced.returncode, 0)
     want = rel.output_facts(traced.stdout).get("allocations")
     flags, counts = None, {}
