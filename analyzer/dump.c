@@ -247,6 +247,13 @@ static void frame_put(struct dump *d, struct frame *f)
 {
 	int keep = 0;
 
+	/* unpacked chunks are sized to their frame: not kept for the next */
+	if (f->ucap)
+		__atomic_sub_fetch(&d->ubytes, f->ucap, __ATOMIC_RELAXED);
+	free(f->ubuf);
+	f->ubuf = NULL;
+	f->ucap = 0;
+
 	if (d->flock)
 		pthread_mutex_lock(d->flock);
 	if (d->nfree < FREE_FRAMES) {
@@ -893,6 +900,14 @@ static void pre_unpack(struct dump *d, struct frame *f, struct chunkunpack *u)
 	uint64_t n, i;
 	size_t len;
 
+	/*
+	 * Frames stay until their chunks are replayed, and a dump whose
+	 * watermarks are far apart holds many: past a budget their chunks are
+	 * left packed, so that memory stays bounded as without the thread.
+	 */
+	if (__atomic_load_n(&d->ubytes, __ATOMIC_RELAXED) > PREUNPACK_BUDGET)
+		return;
+
 	while (r.p < r.end && !r.bad) {
 		uint8_t type = *r.p++;
 
@@ -1008,8 +1023,21 @@ static void *reader_main(void *arg)
 		if (stop)
 			return NULL;
 		fetch_frame(d, off, &x);
-		if (x.rf == RF_OK && (d->proc.flags & HTR_PF_PACKED))
-			pre_unpack(d, x.f, &p->unpack);
+		if (x.rf == RF_OK && (d->proc.flags & HTR_PF_PACKED)) {
+			struct frame *f = x.f;
+
+			pre_unpack(d, f, &p->unpack);
+			/* held until its chunks are replayed: no slack */
+			if (f->ubuf && f->ulen + 1 < f->ucap) {
+				uint8_t *nb = realloc(f->ubuf, f->ulen + 1);
+
+				if (nb) {
+					f->ubuf = nb;
+					f->ucap = f->ulen + 1;
+				}
+			}
+			__atomic_add_fetch(&d->ubytes, f->ucap, __ATOMIC_RELAXED);
+		}
 		pthread_mutex_lock(&p->mu);
 		p->fq[(p->qhead + p->nq) % NFETCH] = x;
 		p->nq++;

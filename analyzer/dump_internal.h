@@ -137,6 +137,7 @@ enum { WARN_NONE, WARN_TRUNC, WARN_CORRUPT, WARN_ORDER };
 #define BATCH_EVENTS 2048u		/* a batch is handed over once this full */
 #define NBATCHES 8			/* batches in flight with a producer thread */
 #define THREAD_MIN_BYTES (4ull << 20)	/* smaller dumps are read without a thread */
+#define PREUNPACK_BUDGET (8u << 20)	/* bytes of chunks unpacked ahead, at most */
 
 /*
  * Handles.  The producer numbers the live heap blocks: an allocation gets a
@@ -379,6 +380,7 @@ struct dump {
 	struct hmap hm;			/* handles of the live heap blocks */
 	uint64_t pfsize;		/* the file's size as the producer last heard */
 	pthread_mutex_t *flock;		/* guards free_frames once a reader thread runs */
+	size_t ubytes;			/* unpacked ahead by the reader (atomic) */
 	struct batch *pb;		/* the batch the producer fills */
 	char perr[1024];		/* the producer's hard error */
 
