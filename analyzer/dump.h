@@ -15,6 +15,13 @@
  * watermarks, never by the length of the dump.  Stacks and modules are kept
  * (they are small and needed to print sites).
  *
+ * On a dump of 4 MiB or more (not in follow mode) the reading, decompressing
+ * and merging run on threads of their own, a few batches ahead of the
+ * caller; HEAPTRAIL_READER_THREAD=0 or 1 turns that off or on for every
+ * dump.  The caller sees the same events in the same order either way, and
+ * the accessors below (stacks, modules, time) change only as dump_next()
+ * hands the events out: call them from the thread that calls dump_next().
+ *
  * A realloc is delivered as two events: DUMP_FREE of the old block (api
  * HTR_API_REALLOC) at the time before the call, then DUMP_ALLOC of the new
  * block (api HTR_API_REALLOC, 'old_ptr' = the old block; the replay knows
