@@ -397,19 +397,23 @@ class Bench:
                            stdout=f, check=True)
 
         log("workloads:")
+        # HEAPTRAIL_PACK=auto packs only with 4 CPUs or more: show both
+        packed = [{"name": "packed", "kind": "heaptrail", "env": {"HEAPTRAIL_PACK": "1"}}]
         self.workload("mtmalloc", [mt, "2", str(MT_OPS)],
-                      "mtmalloc, 2 threads x %d ops" % MT_OPS, expect_from_stdout=True)
+                      "mtmalloc, 2 threads x %d ops" % MT_OPS, expect_from_stdout=True,
+                      extra=packed)
         self.workload("mtmalloc-8t", [mt, "8", str(MT_OPS // 4)],
                       "mtmalloc, 8 threads x %d ops (same total)" % (MT_OPS // 4),
                       expect_from_stdout=True, heaptrack=not quick)
         self.workload("cxxchurn", [os.path.join(b, "cxxchurn")],
-                      "C++ string/vector/map/unordered_map churn", heaptrack=not quick)
+                      "C++ string/vector/map/unordered_map churn", heaptrack=not quick,
+                      extra=packed)
         self.workload("sqlite3", ["sqlite3", ":memory:"],
                       "sqlite3 :memory: < generated script (inserts, updates, indexed queries)",
-                      stdin=sql, heaptrack=not quick)
+                      stdin=sql, heaptrack=not quick, extra=packed)
         self.workload("python3", [py, os.path.join(ROOT, "bench/workloads/pychurn.py")],
                       "python3 dict/list/string churn (PYTHONMALLOC=malloc)",
-                      env_extra={"PYTHONMALLOC": "malloc"}, heaptrack=not quick)
+                      env_extra={"PYTHONMALLOC": "malloc"}, heaptrack=not quick, extra=packed)
         if self.have_heaptrail:
             self.sampling(mt)
             self.frame_pointers(os.path.join(b, "mtmalloc-fp"))
@@ -606,11 +610,12 @@ class Bench:
             noisy("mtmalloc"))
         for wl, w in W.items():
             c = w["configs"]
-            a = c.get("heaptrail", {}).get("bytes_per_event")
             b = c.get("heaptrack", {}).get("bytes_per_event")
-            if a is not None and b is not None:
-                add("%s: dump bytes/event heaptrail <= heaptrack (%.2f)" % (wl, b), a, b,
-                    a <= b, "%.2f")
+            for cn in ("heaptrail", "packed"):
+                a = c.get(cn, {}).get("bytes_per_event")
+                if a is not None and b is not None:
+                    add("%s: dump bytes/event %s <= heaptrack (%.2f)" % (wl, cn, b), a, b,
+                        a <= b, "%.2f")
         s = W.get("sampling", {}).get("slowdown", {}).get("sampled")
         add("mtmalloc: sampling (%d) overhead <= %d%%" % (SAMPLE_BYTES,
                                                          MAX_SAMPLING_OVERHEAD * 100),
