@@ -529,6 +529,14 @@ static int fit_trend(const struct clients_state *st, const struct client_site *s
 
 	if (st->nended < CLIENTS_TREND_MIN)
 		return TREND_UNKNOWN;
+	/*
+	 * Most judged clients still hold something here at the end: the site
+	 * grew with them, whatever the samples say (they swing with how many
+	 * clients were connected at each disconnect, which a loaded server or
+	 * machine changes; a cache keeps only its last few clients' blocks).
+	 */
+	if (st->c->judged >= CLIENTS_TREND_MIN && (uint64_t)s->clients * 4 >= st->c->judged * 3)
+		return TREND_GROWS;
 	y_end = s->held_bytes > 0 ? (double)s->held_bytes : 0;
 	q4 = y_end;
 	for (j = 0; j < st->npts; j++) {

@@ -384,6 +384,38 @@ static void test_trends(void)
 	done(&x);
 }
 
+/*
+ * 24 clients all connect (each leaks 50 bytes at once), then leave one by
+ * one: the held bytes are flat from the first disconnect to the last, as
+ * when a loaded server closes its connections late.  Every client left its
+ * block: the site grows with the clients all the same.
+ */
+static void test_trend_all_connected(void)
+{
+	const char *path = tpath("together.htr");
+	struct dumpgen *g = start(path, 1);
+	struct run x;
+	uint64_t t = S;
+	unsigned i, n = 24;
+
+	for (i = 0; i < n; i++) {
+		begin(g, t + i * 10, 1 + i, "c");
+		dg_alloc(g, t + i * 10 + 1, HTR_API_MALLOC, 0x200000 + (uint64_t)i * 0x100, 50, 0, 1);
+	}
+	t += S;
+	for (i = 0; i < n; i++)
+		end(g, t + i * 10, 1 + i);
+	dg_chunk_end(g);
+	dg_end(g, t + S, HTR_END_EXIT, 0, 0, 0);
+	CHECK(dg_close(g) == 0);
+	if (analyze(path, GRACE, &x) < 0)
+		return;
+	EQ(x.c->judged, n);
+	EQ(site(x.c, 1) ? site(x.c, 1)->clients : 0, n);
+	EQ(site(x.c, 1) ? site(x.c, 1)->trend : 0, TREND_GROWS);
+	done(&x);
+}
+
 /* More disconnects than samples: the sampling step doubles, trends hold. */
 static void test_many_clients(void)
 {
@@ -447,6 +479,7 @@ int main(void)
 	test_exit_judges();
 	test_ids();
 	test_trends();
+	test_trend_all_connected();
 	test_many_clients();
 	test_none();
 	{
