@@ -1089,7 +1089,9 @@ static void *producer_main(void *arg)
 		p->full[(p->fhead + p->nfull) % NBATCHES] = b;
 		p->nfull++;
 		d->pb = NULL;
-		pthread_cond_signal(&p->cv_cons);
+		/* the caller is woken once half the batches are full: fewer wake-ups */
+		if (p->nfull == NBATCHES / 2 || st != BS_MORE)
+			pthread_cond_signal(&p->cv_cons);
 		/* after the last batch the producer touches nothing more */
 		if (st != BS_MORE) {
 			pthread_mutex_unlock(&p->mu);
