@@ -38,8 +38,10 @@
  * written into a batch.  dump_next() hands the batches' entries out and
  * applies the stack definitions and module loads among them to the tables
  * the accessors show.  On a dump of THREAD_MIN_BYTES or more the producer
- * runs on a thread, NBATCHES batches ahead at most: decompression, decoding
- * and the merge then overlap the caller's replay on a second core.
+ * runs on a thread, NBATCHES batches ahead at most, and a reader thread
+ * below it reads, decompresses and unpacks the frames, NFETCH ahead of it:
+ * the caller's replay, the decoding and merge, and the decompression then
+ * overlap.
  */
 
 /* ---- small helpers ---- */
