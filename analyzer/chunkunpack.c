@@ -199,43 +199,37 @@ static void add_slot(struct unpacker *k, uint64_t *slots, uint32_t *count, uint6
 
 static void control(struct unpacker *k)
 {
+	const uint8_t *f;
 	uint64_t sub = 0, n = 0;
 
 	take(k, HTR_PS_TIME, NULL);
 	take(k, HTR_PS_OTHER, &sub);
 	if (k->bad)
 		return;
-	switch (sub) {
-	case HTR_SUB_THREAD_START:
-	case HTR_SUB_CLIENT_END:
-	case HTR_SUB_CLIENT_SET:
-	case HTR_SUB_POOL_DESTROY:
-		take(k, HTR_PS_OTHER, NULL);
-		break;
-	case HTR_SUB_THREAD_EXIT:
-		break;
-	case HTR_SUB_THREAD_NAME:
-		take(k, HTR_PS_OTHER, &n);
-		take_bytes(k, HTR_PS_OTHER, n);
-		break;
-	case HTR_SUB_CLIENT_BEGIN:
-	case HTR_SUB_POOL_CREATE:
-		take(k, HTR_PS_OTHER, NULL);
-		take(k, HTR_PS_OTHER, &n);
-		take_bytes(k, HTR_PS_OTHER, n);
-		break;
-	case HTR_SUB_POOL_ALLOC:
-		take(k, HTR_PS_OTHER, NULL);
-		take_ptr(k);
-		take(k, HTR_PS_SIZE, NULL);
-		take(k, HTR_PS_STACKID, NULL);
-		break;
-	case HTR_SUB_POOL_FREE:
-		take(k, HTR_PS_OTHER, NULL);
-		take_ptr(k);
-		break;
-	default:
+	f = htr_control_fields(sub);
+	if (!f) {
 		k->bad = 1;
+		return;
+	}
+	for (; *f != HTR_CF_END && !k->bad; f++) {
+		switch (*f) {
+		case HTR_CF_U:
+			take(k, HTR_PS_OTHER, NULL);
+			break;
+		case HTR_CF_STR:
+			take(k, HTR_PS_OTHER, &n);
+			take_bytes(k, HTR_PS_OTHER, n);
+			break;
+		case HTR_CF_PTR:
+			take_ptr(k);
+			break;
+		case HTR_CF_SIZE:
+			take(k, HTR_PS_SIZE, NULL);
+			break;
+		case HTR_CF_STACK:
+			take(k, HTR_PS_STACKID, NULL);
+			break;
+		}
 	}
 }
 

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "htr_format.h"
+
 /*
  * Under HTR_PF_PACKED the nbytes of a CHUNK record are not its events but a
  * reversible rearrangement of them, made by the writer thread just before
@@ -66,6 +68,34 @@ enum htr_pack_stream {
 static inline int htr_pack_hi(int s)
 {
 	return s == HTR_PS_PTR || s == HTR_PS_REUSE || s == HTR_PS_SIZE ? s + 1 : -1;
+}
+
+/*
+ * The fields of a CONTROL event after its time and sub (htr_format.h), in
+ * order, as the packer and the unpacker walk them: a plain number (to the
+ * OTHER stream), a string (its length, then its bytes, both to OTHER), a
+ * pointer delta, a size, a stack id.  NULL for an unknown sub.
+ */
+enum htr_cf { HTR_CF_END = 0, HTR_CF_U, HTR_CF_STR, HTR_CF_PTR, HTR_CF_SIZE, HTR_CF_STACK };
+
+static inline const uint8_t *htr_control_fields(uint64_t sub)
+{
+	static const uint8_t fields[][5] = {
+		[HTR_SUB_THREAD_START] = { HTR_CF_U },
+		[HTR_SUB_THREAD_EXIT] = { HTR_CF_END },
+		[HTR_SUB_THREAD_NAME] = { HTR_CF_STR },
+		[HTR_SUB_CLIENT_BEGIN] = { HTR_CF_U, HTR_CF_STR },
+		[HTR_SUB_CLIENT_END] = { HTR_CF_U },
+		[HTR_SUB_CLIENT_SET] = { HTR_CF_U },
+		[HTR_SUB_POOL_CREATE] = { HTR_CF_U, HTR_CF_STR },
+		[HTR_SUB_POOL_DESTROY] = { HTR_CF_U },
+		[HTR_SUB_POOL_ALLOC] = { HTR_CF_U, HTR_CF_PTR, HTR_CF_SIZE, HTR_CF_STACK },
+		[HTR_SUB_POOL_FREE] = { HTR_CF_U, HTR_CF_PTR },
+	};
+
+	if (sub < HTR_SUB_THREAD_START || sub > HTR_SUB_POOL_FREE)
+		return NULL;
+	return fields[sub];
 }
 
 /* Largest plain_len a reader accepts (a chunk is never larger than a frame). */

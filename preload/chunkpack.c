@@ -270,43 +270,37 @@ static void model_ptr(struct packer *k, uint8_t *op, unsigned is_free)
 
 static void control(struct packer *k)
 {
+	const uint8_t *f;
 	uint64_t sub = 0, n = 0;
 
 	move(k, HTR_PS_TIME, NULL);
 	move(k, HTR_PS_OTHER, &sub);
 	if (k->bad)
 		return;
-	switch (sub) {
-	case HTR_SUB_THREAD_START:
-	case HTR_SUB_CLIENT_END:
-	case HTR_SUB_CLIENT_SET:
-	case HTR_SUB_POOL_DESTROY:
-		move(k, HTR_PS_OTHER, NULL);
-		break;
-	case HTR_SUB_THREAD_EXIT:
-		break;
-	case HTR_SUB_THREAD_NAME:
-		move(k, HTR_PS_OTHER, &n);
-		bytes(k, HTR_PS_OTHER, n);
-		break;
-	case HTR_SUB_CLIENT_BEGIN:
-	case HTR_SUB_POOL_CREATE:
-		move(k, HTR_PS_OTHER, NULL);
-		move(k, HTR_PS_OTHER, &n);
-		bytes(k, HTR_PS_OTHER, n);
-		break;
-	case HTR_SUB_POOL_ALLOC:
-		move(k, HTR_PS_OTHER, NULL);
-		plain_ptr(k);
-		move(k, HTR_PS_SIZE, NULL);
-		move(k, HTR_PS_STACKID, NULL);
-		break;
-	case HTR_SUB_POOL_FREE:
-		move(k, HTR_PS_OTHER, NULL);
-		plain_ptr(k);
-		break;
-	default:
+	f = htr_control_fields(sub);
+	if (!f) {
 		k->bad = 1;
+		return;
+	}
+	for (; *f != HTR_CF_END && !k->bad; f++) {
+		switch (*f) {
+		case HTR_CF_U:
+			move(k, HTR_PS_OTHER, NULL);
+			break;
+		case HTR_CF_STR:
+			move(k, HTR_PS_OTHER, &n);
+			bytes(k, HTR_PS_OTHER, n);
+			break;
+		case HTR_CF_PTR:
+			plain_ptr(k);
+			break;
+		case HTR_CF_SIZE:
+			move(k, HTR_PS_SIZE, NULL);
+			break;
+		case HTR_CF_STACK:
+			move(k, HTR_PS_STACKID, NULL);
+			break;
+		}
 	}
 }
 
