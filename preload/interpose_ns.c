@@ -15,53 +15,51 @@
  * EINVAL as it would without us.
  */
 
-typedef int (*unshare_fn)(int);
-typedef int (*setns_fn)(int, int);
+enum ns_call { NS_UNSHARE, NS_SETNS };
 
-static int retry_alone(int ret)
+/* The real call; ENOSYS when it cannot be found. */
+static int real_call(enum ns_call which, int a, int b)
 {
-	return ret < 0 && errno == EINVAL && !ht_in_shim && writer_running() &&
-	       atomic_load(&ht_phase) == HT_ON;
+	static int (*real_unshare)(int);
+	static int (*real_setns)(int, int);
+
+	if (which == NS_UNSHARE) {
+		if (!real_unshare)
+			real_unshare = (int (*)(int))dlsym(RTLD_NEXT, "unshare");
+		if (real_unshare)
+			return real_unshare(a);
+	} else {
+		if (!real_setns)
+			real_setns = (int (*)(int, int))dlsym(RTLD_NEXT, "setns");
+		if (real_setns)
+			return real_setns(a, b);
+	}
+	errno = ENOSYS;
+	return -1;
+}
+
+/* The call; when it may have failed because of our writer thread, again without it. */
+static int call_alone_if_needed(enum ns_call which, int a, int b, int user_ns)
+{
+	int ret = real_call(which, a, b), saved;
+
+	if (ret == 0 || errno != EINVAL || !user_ns || ht_in_shim || !writer_running() ||
+	    atomic_load(&ht_phase) != HT_ON || writer_pause() != 0)
+		return ret;
+	ret = real_call(which, a, b);
+	saved = errno;
+	writer_resume();
+	errno = saved;
+	return ret;
 }
 
 HT_EXPORT int unshare(int flags)
 {
-	static unshare_fn real;
-	int ret, saved;
-
-	if (!real)
-		real = (unshare_fn)dlsym(RTLD_NEXT, "unshare");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
-	}
-	ret = real(flags);
-	if (!retry_alone(ret) || !(flags & CLONE_NEWUSER) || writer_pause() != 0)
-		return ret;
-	ret = real(flags);
-	saved = errno;
-	writer_resume();
-	errno = saved;
-	return ret;
+	return call_alone_if_needed(NS_UNSHARE, flags, 0, !!(flags & CLONE_NEWUSER));
 }
 
+/* nstype 0 accepts any kind of namespace, a user namespace among them. */
 HT_EXPORT int setns(int nsfd, int nstype)
 {
-	static setns_fn real;
-	int ret, saved;
-
-	if (!real)
-		real = (setns_fn)dlsym(RTLD_NEXT, "setns");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
-	}
-	ret = real(nsfd, nstype);
-	if (!retry_alone(ret) || (nstype && !(nstype & CLONE_NEWUSER)) || writer_pause() != 0)
-		return ret;
-	ret = real(nsfd, nstype);
-	saved = errno;
-	writer_resume();
-	errno = saved;
-	return ret;
+	return call_alone_if_needed(NS_SETNS, nsfd, nstype, !nstype || (nstype & CLONE_NEWUSER));
 }
