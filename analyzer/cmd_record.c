@@ -148,6 +148,7 @@ struct record_opts {
 	const char *sample;
 	const char *unwind;
 	const char *clients;
+	const char *pack;
 	int reach;
 };
 
@@ -186,6 +187,8 @@ static int apply_opts(const struct record_opts *o, char *pattern, size_t plen)
 		return -1;
 	if (o->clients && launch_setenv("HEAPTRAIL_CLIENTS", o->clients) < 0)
 		return -1;
+	if (o->pack && launch_setenv("HEAPTRAIL_PACK", o->pack) < 0)
+		return -1;
 	if (o->reach && launch_setenv("HEAPTRAIL_REACH", "exit") < 0)
 		return -1;
 	return 0;
@@ -202,6 +205,7 @@ int cmd_record(int argc, char **argv)
 		{ "unwind", required_argument, NULL, 'u' },
 		{ "clients", required_argument, NULL, 'c' },
 		{ "reach", no_argument, NULL, 'r' },
+		{ "pack", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -260,6 +264,11 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'r':
 			o.reach = 1;
+			break;
+		case 'p':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "1") && strcmp(optarg, "0"))
+				return cli_usage("record", "--pack is auto, 1 or 0, not '%s'", optarg);
+			o.pack = optarg;
 			break;
 		case 'h':
 			help_verb("record", stdout);
