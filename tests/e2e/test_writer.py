@@ -274,6 +274,35 @@ def case_packed():
             "%r vs %r" % (counts, want))
 
 
+def process_flags(dump):
+    """The PROCESS record's flags (the first record of the first frame)."""
+    for kind, payload in htrdump.frames(dump):
+        if kind != "frame":
+            continue
+        b = htrdump.Buf(payload)
+        if b.d[b.i] != 1:
+            return None
+        b.i += 1
+        for _ in range(5):
+            b.u()
+        b.str()
+        b.str()
+        return [b.u() for _ in range(5)][3]
+    return None
+
+
+def case_record_pack():
+    exe = check.built_target("writer_burst")
+    d = fresh_dir("record-pack")
+    for opt, want in (("1", 16), ("0", 0)):
+        dump = os.path.join(d, "r%s.htr" % opt)
+        cp = check.record(dump, [exe, "1", "2000", "0"], cwd=d, options=["--pack=" + opt])
+        T.eq("record --pack=%s: exits 0" % opt, cp.returncode, 0)
+        flags = process_flags(dump)
+        T.eq("record --pack=%s: the dump says packed %s" % (opt, bool(want)),
+             None if flags is None else flags & 16, want)
+
+
 def skip_one(b):
     """Steps over the top-level record at b (not a PROCESS or CHUNK)."""
     r = b.d[b.i]
@@ -302,7 +331,7 @@ def main():
     cases = [("bursty program", case_bursty), ("concurrent starts", case_concurrent),
              ("held name", case_held),
              ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd),
-             ("packed chunks", case_packed)]
+             ("packed chunks", case_packed), ("record --pack", case_record_pack)]
     try:
         rel.run_cases(T, cases, "WRITER_ONLY")
     finally:
