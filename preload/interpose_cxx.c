@@ -90,12 +90,37 @@ static void *finish(int tr, unsigned api, void *p, size_t size)
 	return record(api, p, size);
 }
 
+/*
+ * Sampling's fast path, as in malloc: a call the countdown passes over goes
+ * straight to the real allocator.  NULL when the call must take the full
+ * path (sampled, or the allocation failed): the countdown is then given
+ * back, since that path takes it again.
+ */
+static inline void *sample_pass_new(size_t size)
+{
+	void *p;
+
+	if (!ht_sample_pass_alloc(size)) {
+		if (ht_cfg.sample_bytes)
+			ht_sample_left += (int64_t)size;
+		return NULL;
+	}
+	p = ht_real.malloc(size ? size : 1);
+	if (HT_UNLIKELY(!p))
+		ht_sample_left += (int64_t)size;
+	return p;
+}
+
 static void *plain_new(unsigned api, size_t size, const char *fallback)
 {
-	int tr = begin();
-	void *p = ht_real.malloc(size ? size : 1);
+	void *p = sample_pass_new(size);
+	int tr, mine;
 	new_fn f;
-	int mine;
+
+	if (p)
+		return p;
+	tr = begin();
+	p = ht_real.malloc(size ? size : 1);
 
 	if (HT_LIKELY(p != NULL))
 		return finish(tr, api, p, size);
@@ -133,10 +158,14 @@ static void *aligned_new(unsigned api, size_t size, size_t align, const char *fa
 
 static void *nothrow_new(unsigned api, size_t size, const void *tag, const char *fallback)
 {
-	int tr = begin();
-	void *p = ht_real.malloc(size ? size : 1);
+	void *p = sample_pass_new(size);
+	int tr, mine;
 	new_nothrow_fn f;
-	int mine;
+
+	if (p)
+		return p;
+	tr = begin();
+	p = ht_real.malloc(size ? size : 1);
 
 	if (HT_LIKELY(p != NULL))
 		return finish(tr, api, p, size);
@@ -177,6 +206,10 @@ static void op_delete(unsigned api, void *ptr)
 {
 	int saved;
 
+	if (ht_sample_pass_free(ptr)) {
+		ht_real.free(ptr);	/* sampling never recorded it */
+		return;
+	}
 	if (!ptr || bootstrap_owns(ptr))
 		return;
 	if (HT_UNLIKELY(!ht_tracing())) {

@@ -8,6 +8,7 @@ the total must be estimated within 15% of the program's own count, ranked as
 under full tracing, and the report must say that its figures are estimates.
 The sampling mean is 4 KiB so that the smallest site gets ~1,000 samples
 (a relative error of ~3%): the check is statistical but not flaky.
+sample_sites_cxx does the same through operator new[]/new and delete[].
 """
 
 import os
@@ -39,8 +40,8 @@ def site_bytes(doc, fn):
                if check.function_matches(s.get("function"), fn))
 
 
-def record(name, env):
-    exe = target("sample_sites")
+def record(name, env, program="sample_sites"):
+    exe = target(program)
     out = os.path.join(WORK, name + ".htr")
     truth = os.path.join(WORK, name + ".truth")
     e = dict(env)
@@ -88,6 +89,23 @@ def main():
         T.eq("sampled: ranking as under full tracing", rank, full_rank)
         events = doc["totals"]["allocations"]
         T.check("sampled: allocations estimated near the truth (1.26M)",
+                abs(events - truth["allocations"]) <= 0.15 * truth["allocations"],
+                "%d vs %d" % (events, truth["allocations"]))
+
+    with T.case("sampled, C++"):
+        # the same sites through operator new[] / new and delete[]: the
+        # operators' own fast path for passed-over calls
+        doc, truth, _ = record("sampled-cxx", {"HEAPTRAIL_SAMPLE": "4096"}, "sample_sites_cxx")
+        want = {s: truth[s] for s in SITES}
+        for s in SITES:
+            got = site_bytes(doc, s)
+            err = abs(got - want[s]) / float(want[s])
+            T.check("sampled C++: %s within 15%% (%.1f%%)" % (s, 100 * err), err <= 0.15,
+                    "estimated %d, kept %d" % (got, want[s]))
+        T.eq("sampled C++: no block freed through the wrong family",
+             doc["totals"].get("mismatches"), 0)
+        events = doc["totals"]["allocations"]
+        T.check("sampled C++: allocations estimated near the truth",
                 abs(events - truth["allocations"]) <= 0.15 * truth["allocations"],
                 "%d vs %d" % (events, truth["allocations"]))
 
