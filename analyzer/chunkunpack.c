@@ -20,10 +20,8 @@ struct unpacker {
 	uint8_t *w, *wend;
 	uint64_t prev;			/* the chunk's previous pointer */
 	uint64_t *aptr, *fptr;		/* pointers of its allocations, of its frees */
-	uint32_t *agone, *fgone;	/* Fenwick trees (1-based, fen entries): which are gone */
-	uint32_t nalloc, nfree, max, fen;
-	uint32_t ngone[2];		/* allocations, frees gone */
-	int units, bad, live;		/* live: HTR_PACK_COLUMNS, REUSE counts live ones only */
+	uint32_t nalloc, nfree, max;
+	int units, bad;
 };
 
 /*
@@ -157,46 +155,13 @@ static uint64_t take_ptr(struct unpacker *k)
 	return k->prev;
 }
 
-/*
- * The slot with n live ones after it among count slots, of which those
- * marked in the Fenwick tree g (ngone of them) are gone; it is gone from
- * now on.  UINT32_MAX when there is no such slot.
- */
-static uint32_t nth_live(struct unpacker *k, uint32_t *g, uint32_t *ngone, uint32_t count,
-			 uint64_t n)
-{
-	uint32_t pos = 0, step, rem, i;
-
-	if (n >= (uint64_t)(count - *ngone))
-		return UINT32_MAX;
-	if (!k->live)
-		return count - 1 - (uint32_t)n;
-	/* the rem-th live slot from the start: descend the tree */
-	rem = count - *ngone - (uint32_t)n;
-	for (step = k->fen; step; step >>= 1)
-		if (pos + step <= k->fen && step - g[pos + step] < rem) {
-			pos += step;
-			rem -= step - g[pos];
-		}
-	if (pos >= count)
-		return UINT32_MAX;
-	for (i = pos + 1; i <= k->fen; i += i & -i)
-		g[i]++;
-	(*ngone)++;
-	return pos;
-}
-
-/*
- * An ALLOC's or FREE's pointer: from PTR, or with bit 7 from REUSE and
- * 'slots' (kind 0: allocations, 1: frees).
- */
+/* An ALLOC's or FREE's pointer: from PTR, or with bit 7 from REUSE and 'slots'. */
 static uint64_t take_modelled(struct unpacker *k, int reused, const uint64_t *slots,
-			      uint32_t count, int kind)
+			      uint32_t count)
 {
 	uint64_t n = 0, abs;
 	int64_t delta;
 	uint8_t tmp[HTR_VARINT_MAX], *e;
-	uint32_t slot;
 
 	if (!reused)
 		return take_ptr(k);
@@ -206,12 +171,11 @@ static uint64_t take_modelled(struct unpacker *k, int reused, const uint64_t *sl
 		n = *k->r[HTR_PS_REUSE]++;
 	else if (!fetch(k, HTR_PS_REUSE, tmp, &n))
 		n = UINT64_MAX;
-	slot = nth_live(k, kind ? k->fgone : k->agone, &k->ngone[kind], count, n);
-	if (slot == UINT32_MAX) {
+	if (n >= count) {
 		k->bad = 1;
 		return 0;
 	}
-	abs = slots[slot];
+	abs = slots[count - 1 - n];
 	delta = (int64_t)(abs - k->prev);
 	e = k->units ? htr_put_ptr(tmp, delta) : htr_put_s64(tmp, delta);
 	if ((size_t)(k->wend - k->w) < (size_t)(e - tmp)) {
@@ -288,7 +252,7 @@ static void event(struct unpacker *k)
 	switch (HTR_EV_TYPE(b)) {
 	case HTR_EV_ALLOC:
 		take(k, HTR_PS_TIME, NULL);
-		ptr = take_modelled(k, reused, k->fptr, k->nfree, 1);
+		ptr = take_modelled(k, reused, k->fptr, k->nfree);
 		add_slot(k, k->aptr, &k->nalloc, ptr);
 		take(k, HTR_PS_SIZE, &size);
 		take_extra(k, size);
@@ -296,7 +260,7 @@ static void event(struct unpacker *k)
 		break;
 	case HTR_EV_FREE:
 		take(k, HTR_PS_TIME, NULL);
-		ptr = take_modelled(k, reused, k->aptr, k->nalloc, 0);
+		ptr = take_modelled(k, reused, k->aptr, k->nalloc);
 		add_slot(k, k->fptr, &k->nfree, ptr);
 		break;
 	case HTR_EV_REALLOC:
@@ -342,11 +306,10 @@ int chunk_unpack(struct chunkunpack *u, const uint8_t **pp, const uint8_t **endp
 		*pp = p + 1;
 		return 0;
 	}
-	if (*p != HTR_PACK_COLUMNS && *p != HTR_PACK_COLUMNS_ALL) {
+	if (*p != HTR_PACK_COLUMNS) {
 		*why = "a packed chunk of an unknown kind";
 		return -EINVAL;
 	}
-	k.live = *p == HTR_PACK_COLUMNS;
 	p = htr_get_u64(p + 1, end, &plain);
 	if (!p || plain > HTR_PACK_PLAIN_MAX)
 		return -EINVAL;
@@ -376,15 +339,9 @@ int chunk_unpack(struct chunkunpack *u, const uint8_t **pp, const uint8_t **endp
 		u->buf = nb;
 		u->cap = cap;
 	}
-	/*
-	 * An event is at least one byte of OPS: as many slots of each kind
-	 * (pointers), and two Fenwick trees over them (32 bits a node).
-	 */
-	k.max = (uint32_t)len[HTR_PS_OPS] + 1;
-	for (k.fen = 1; k.fen < k.max; k.fen <<= 1)
-		;
-	if (u->nslots < 2 * (size_t)k.max + (size_t)k.fen + 1) {
-		size_t n = 2 * (size_t)k.max + (size_t)k.fen + 1;
+	/* an event is at least one byte of OPS: as many slots of each kind */
+	if (u->nslots < 2 * len[HTR_PS_OPS] + 2) {
+		size_t n = 2 * (size_t)len[HTR_PS_OPS] + 2;
 		uint64_t *ns = malloc(n * sizeof *ns);
 
 		if (!ns)
@@ -396,13 +353,9 @@ int chunk_unpack(struct chunkunpack *u, const uint8_t **pp, const uint8_t **endp
 	k.w = u->buf;
 	k.wend = u->buf + plain;
 	k.prev = 0;
+	k.max = (uint32_t)len[HTR_PS_OPS] + 1;
 	k.aptr = u->slots;
 	k.fptr = u->slots + k.max;
-	k.agone = (uint32_t *)(void *)(k.fptr + k.max);
-	k.fgone = k.agone + k.fen + 1;
-	k.ngone[0] = k.ngone[1] = 0;
-	if (k.live)
-		memset(k.agone, 0, 2 * ((size_t)k.fen + 1) * sizeof *k.agone);
 	k.nalloc = k.nfree = 0;
 	k.units = units;
 	k.bad = 0;

@@ -9,7 +9,7 @@
 struct chunkunpack {
 	uint8_t *buf;
 	size_t cap;
-	uint64_t *slots;	/* allocations' and frees' pointers, then links (chunkunpack.c) */
+	uint64_t *slots;	/* pointers of the chunk's allocations, then frees */
 	size_t nslots;
 };
 

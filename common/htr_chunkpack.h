@@ -19,7 +19,6 @@
  *   mode byte   HTR_PACK_RAW: the events follow as they are (the writer
  *               could not parse them, e.g. an event type it does not know)
  *               HTR_PACK_COLUMNS: the layout below
- *               (HTR_PACK_COLUMNS_ALL: the same, but see REUSE)
  *   plain_len u the length of the events once unpacked
  *   HTR_PACK_NSTREAMS - 1 stream lengths u (the last stream takes the rest)
  *   the streams, one after the other
@@ -30,17 +29,14 @@
  *   TIME    dt of every timed event, and a REALLOC's dt2
  *   PTR     every other pointer delta (ALLOC, FREE, REALLOC old and new,
  *           pool events), as written in the chunk
- *   REUSE   for a FREE with bit 7: u = how many live allocations of the
- *           chunk (ALLOC, or a REALLOC's new pointer) are newer than the
- *           one whose pointer it frees; for an ALLOC with bit 7: u = how
- *           many live frees of the chunk (FREE, or the old pointer of a
- *           REALLOC that moved) are newer than the one whose pointer it
- *           takes.  An allocation stops being live when a FREE with bit 7
- *           names it, a free when an ALLOC with bit 7 names it; nothing
- *           else ends either.  Most frees are of blocks allocated shortly
- *           before, and allocators hand out the blocks freed last: small
- *           numbers instead of pointer deltas, smaller for not counting
- *           what is gone already.  The delta is written back as the chunk
+ *   REUSE   for a FREE with bit 7: u = n - 1 when its pointer is that of
+ *           the n-th latest allocation of the chunk (ALLOC, or a
+ *           REALLOC's new pointer); for an ALLOC with bit 7: u = n - 1
+ *           when its pointer is that of the n-th latest free of the chunk
+ *           (FREE, or the old pointer of a REALLOC that moved).  Most
+ *           frees are of blocks allocated shortly before, and allocators
+ *           hand out the blocks freed last: small numbers instead of
+ *           pointer deltas.  The delta is written back as the chunk
  *           encoding of (pointer - previous pointer).
  *   SIZE    the size of ALLOC, REALLOC, POOL_ALLOC
  *   EXTRA   usable_extra of ALLOC and REALLOC, as u = zigzag(extra -
@@ -59,13 +55,7 @@
  * stream used to its end).
  */
 
-/*
- * HTR_PACK_COLUMNS_ALL is the first layout (writers before 2026-11-30
- * 01:40 UTC): the same, but its REUSE numbers count every allocation
- * (free) of the chunk, live or not, i.e. nothing ever stops being live.
- * Readers still take it; writers write HTR_PACK_COLUMNS.
- */
-enum htr_pack_mode { HTR_PACK_RAW = 0, HTR_PACK_COLUMNS_ALL = 1, HTR_PACK_COLUMNS = 2 };
+enum htr_pack_mode { HTR_PACK_RAW = 0, HTR_PACK_COLUMNS = 1 };
 
 enum htr_pack_stream {
 	HTR_PS_OPS, HTR_PS_TIME, HTR_PS_PTR, HTR_PS_PTR_HI, HTR_PS_REUSE,

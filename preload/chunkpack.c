@@ -13,9 +13,8 @@
  * better than the interleaved events.  Values are moved, not decoded,
  * except where the layout needs them (depths, subs, string lengths),
  * usable_extra (written relative to glibc's slack) and the pointers of
- * allocations and frees, which are looked up among the chunk's live
- * frees and allocations: a hit is written as how far back it was,
- * counting only those still live.
+ * allocations and frees, which are looked up among the chunk's latest
+ * frees and allocations: a hit is written as how far back it was.
  */
 
 struct packer {
@@ -35,14 +34,12 @@ struct packer {
 
 size_t chunkpack_size(size_t cap)
 {
-	return HTR_PACK_NSTREAMS * cap + CHUNKPACK_MAP_SLOTS * (8 + 2) +
-	       2 * (CHUNKPACK_LIVE_SLOTS / 8 + (CHUNKPACK_LIVE_SLOTS + 2) * 4 +
-		    CHUNKPACK_LIVE_SLOTS * 4);
+	return HTR_PACK_NSTREAMS * cap + CHUNKPACK_MAP_SLOTS * (8 + 2);
 }
 
 void chunkpack_init(struct chunkpack *cp, uint8_t *mem, size_t cap)
 {
-	int i;	/* streams, then kinds */
+	int i;
 
 	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
 		cp->s[i] = mem + (size_t)i * cap;
@@ -51,53 +48,6 @@ void chunkpack_init(struct chunkpack *cp, uint8_t *mem, size_t cap)
 	cp->map.e = (uint64_t *)(void *)mem;
 	cp->map.used = (uint16_t *)(void *)(mem + CHUNKPACK_MAP_SLOTS * 8);
 	cp->map.n = 0;
-	mem += CHUNKPACK_MAP_SLOTS * (8 + 2);
-	for (i = 0; i < 2; i++) {
-		cp->live.gone[i] = (uint64_t *)(void *)mem;
-		mem += CHUNKPACK_LIVE_SLOTS / 8;
-	}
-	for (i = 0; i < 2; i++) {
-		cp->live.fen[i] = (uint32_t *)(void *)mem;
-		mem += (CHUNKPACK_LIVE_SLOTS + 2) * 4;
-	}
-	cp->live.ended = (uint32_t *)(void *)mem;
-	cp->live.n = 0;
-}
-
-/* How many of slots [0, i) of a kind are gone. */
-static inline uint32_t fen_sum(const uint32_t *f, uint32_t i)
-{
-	uint32_t s = 0;
-
-	for (; i; i &= i - 1)
-		s += f[i];
-	return s;
-}
-
-/* Allocation (kind 0) or free (kind 1) 'slot' is gone: named by a REUSE number. */
-static void live_end(struct chunkpack_live *l, int kind, uint32_t slot)
-{
-	uint32_t i;
-
-	l->gone[kind][slot >> 6] |= 1ull << (slot & 63);
-	for (i = slot + 1; i <= CHUNKPACK_LIVE_SLOTS; i += i & -i)
-		l->fen[kind][i]++;
-	l->ended[l->n++] = (uint32_t)kind << 16 | slot;
-}
-
-static void live_clear(struct chunkpack_live *l)
-{
-	size_t j;
-
-	for (j = 0; j < l->n; j++) {
-		int kind = (int)(l->ended[j] >> 16);
-		uint32_t slot = l->ended[j] & 0xffff, i;
-
-		l->gone[kind][slot >> 6] = 0;
-		for (i = slot + 1; i <= CHUNKPACK_LIVE_SLOTS; i += i & -i)
-			l->fen[kind][i] = 0;
-	}
-	l->n = 0;
 }
 
 static void map_clear(struct chunkpack_map *m)
@@ -282,21 +232,18 @@ static uint64_t plain_ptr(struct packer *k)
 }
 
 /*
- * The pointer of an ALLOC (look among the chunk's live frees) or a FREE
- * (among its live allocations): in REUSE with bit 7 on the event byte, as
- * how many live ones are newer, when found and the delta is written the
- * way the reader will write it back, else in PTR.
+ * The pointer of an ALLOC (look among the chunk's frees) or a FREE (among
+ * its allocations): in REUSE with bit 7 on the event byte when found and
+ * the delta is written the way the reader will write it back, else in PTR.
  * Either way the map then says what this event did with the pointer.
  */
 static void model_ptr(struct packer *k, uint8_t *op, unsigned is_free)
 {
 	struct chunkpack_map *m = &k->cp->map;
-	struct chunkpack_live *l = &k->cp->live;
 	const uint8_t *q;
 	uint8_t enc[HTR_VARINT_MAX], *e;
 	uint64_t v, abs, *ent;
-	uint32_t count = is_free ? k->nalloc : k->nfree, slot;
-	int kind = is_free ? 0 : 1;	/* of the slot looked for */
+	uint32_t count = is_free ? k->nalloc : k->nfree;
 
 	if (k->bad)
 		return;
@@ -307,21 +254,11 @@ static void model_ptr(struct packer *k, uint8_t *op, unsigned is_free)
 	}
 	abs = k->prev + (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
 	ent = map_at(m, abs);
-	/*
-	 * found, last allocated (for a free) or freed (for an allocation), and
-	 * live still (the map may miss that a slot past 2^16 took it since)
-	 */
+	/* found, and last allocated (for a free) or freed (for an allocation) */
 	if (ent && *ent && !(*ent & MAP_FREED) == !!is_free &&
-	    (slot = (uint32_t)(*ent & 0xffff),
-	     !(l->gone[kind][slot >> 6] >> (slot & 63) & 1)) &&
 	    (e = enc_ptr(enc, k->units, (int64_t)(abs - k->prev)),
 	     same(enc, (size_t)(e - enc), k->p, (size_t)(q - k->p)))) {
-		uint32_t top = count < CHUNKPACK_LIVE_SLOTS ? count : CHUNKPACK_LIVE_SLOTS;
-
-		/* the live ones after slot: all after it, less those gone */
-		put(k, HTR_PS_REUSE, count - slot - 1 -
-		    (fen_sum(l->fen[kind], top) - fen_sum(l->fen[kind], slot + 1)));
-		live_end(l, kind, slot);
+		put(k, HTR_PS_REUSE, count - (uint32_t)(*ent & 0xffff) - 1);
 		*op |= 0x80;
 		k->p = q;
 		k->prev = abs;
@@ -439,7 +376,6 @@ size_t chunkpack(struct chunkpack *cp, uint8_t *out, const uint8_t *in, size_t l
 	while (k.p < k.end && !k.bad)
 		event(&k);
 	map_clear(&cp->map);
-	live_clear(&cp->live);
 	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
 		total += (size_t)(k.w[i] - cp->s[i]);
 	if (k.bad || total > len) {

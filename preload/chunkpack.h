@@ -25,28 +25,11 @@ struct chunkpack_map {
 	size_t n;
 };
 
-/*
- * Which of the chunk's first CHUNKPACK_LIVE_SLOTS allocations ([0]) and
- * frees ([1]) are gone (named by a REUSE number, htr_chunkpack.h): a bit
- * each, and a Fenwick tree of the counts for "how many gone past slot s".
- * Only slots the map can hold are ever named (slot < 2^16), so later ones
- * stay live.  Emptied after each chunk through the list of slots it ended.
- */
-#define CHUNKPACK_LIVE_SLOTS 0x10000u
-
-struct chunkpack_live {
-	uint32_t *fen[2];	/* 1-based, CHUNKPACK_LIVE_SLOTS + 1 entries */
-	uint64_t *gone[2];	/* bitmaps */
-	uint32_t *ended;	/* kind << 16 | slot of each ending in this chunk */
-	size_t n;
-};
-
-/* The writer's scratch: streams of 'cap' bytes, the map, the live slots (taken once). */
+/* The writer's scratch: streams of 'cap' bytes and the map (taken once). */
 struct chunkpack {
 	uint8_t *s[HTR_PACK_NSTREAMS];
 	size_t cap;
 	struct chunkpack_map map;
-	struct chunkpack_live live;
 };
 
 /* Bytes of memory chunkpack_init() needs for streams of 'cap' bytes. */

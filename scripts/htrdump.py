@@ -112,10 +112,8 @@ def unpack_chunk(data):
     """The events of a packed chunk, byte for byte as the shim wrote them."""
     if data[0] == 0:
         return data[1:]
-    if data[0] not in (1, 2):
+    if data[0] != 1:
         raise ValueError("packed chunk of unknown kind %d" % data[0])
-    # 2: REUSE counts the live allocations (frees) only; 1: all of them
-    live = data[0] == 2
     b = Buf(data)
     b.i = 1
     plain = b.u()
@@ -146,24 +144,18 @@ def unpack_chunk(data):
         return v
 
     prev = [0]
-    aptr, fptr = [], []     # pointers of the chunk's allocations, frees
-    alive = ([], [])        # those still live (mode 2): allocations, frees
+    aptr, fptr = [], []
 
     def ptr_field():
         v = take(PTR)
         prev[0] = (prev[0] + pdelta(v)) & mask
         return prev[0]
 
-    def modelled(reused, slots, kind):
+    def modelled(reused, slots):
         if not reused:
             return ptr_field()
         _, n = fetch(REUSE)
-        if n >= len(alive[kind] if live else slots):
-            raise ValueError("a REUSE number beyond the chunk's slots")
-        if live:
-            p = alive[kind].pop(len(alive[kind]) - 1 - n)
-        else:
-            p = slots[len(slots) - 1 - n]
+        p = slots[len(slots) - 1 - n]
         d = (p - prev[0]) & mask
         out.extend(put_ptr(d - (1 << 64) if d >> 63 else d))
         prev[0] = p
@@ -179,24 +171,20 @@ def unpack_chunk(data):
         typ = byte & 7
         if typ == 1:
             take(TIME)
-            aptr.append(modelled(reused, fptr, 1))
-            alive[0].append(aptr[-1])
+            aptr.append(modelled(reused, fptr))
             size = take(SIZE)
             _, z = fetch(EXTRA)
             out.extend(put_u((((z >> 1) ^ -(z & 1)) + glibc_extra(size)) & mask))
             take(STACKID)
         elif typ == 2:
             take(TIME)
-            fptr.append(modelled(reused, aptr, 0))
-            alive[1].append(fptr[-1])
+            fptr.append(modelled(reused, aptr))
         elif typ == 3:
             take(TIME); take(TIME)
             old = ptr_field(); new = ptr_field()
             if new != old:
                 fptr.append(old)
-                alive[1].append(old)
             aptr.append(new)
-            alive[0].append(new)
             size = take(SIZE)
             _, z = fetch(EXTRA)
             out.extend(put_u((((z >> 1) ^ -(z & 1)) + glibc_extra(size)) & mask))
