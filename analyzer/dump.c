@@ -212,6 +212,7 @@ static struct frame *frame_get(struct dump *d, size_t size)
 	if (f) {
 		d->free_frames = f->next;
 		d->nfree--;
+		d->free_bytes -= f->cap;
 	}
 	if (d->flock)
 		pthread_mutex_unlock(d->flock);
@@ -221,6 +222,12 @@ static struct frame *frame_get(struct dump *d, size_t size)
 			return NULL;
 	}
 	if (f->cap < cap) {
+		/*
+		 * Frames differ in size by a few per cent: with some room to
+		 * spare a buffer fits the next ones, instead of being freed and
+		 * allocated again (fresh pages, a page fault each).
+		 */
+		cap = (cap + cap / 8 + 65535) & ~(size_t)65535;
 		free(f->raw);
 		f->raw = malloc(cap);
 		f->cap = f->raw ? cap : 0;
@@ -258,10 +265,11 @@ static void frame_put(struct dump *d, struct frame *f)
 
 	if (d->flock)
 		pthread_mutex_lock(d->flock);
-	if (d->nfree < FREE_FRAMES) {
+	if (d->nfree < FREE_FRAMES && d->free_bytes + f->cap <= FREE_FRAME_BYTES) {
 		f->next = d->free_frames;
 		d->free_frames = f;
 		d->nfree++;
+		d->free_bytes += f->cap;
 		keep = 1;
 	}
 	if (d->flock)
@@ -269,6 +277,30 @@ static void frame_put(struct dump *d, struct frame *f)
 	if (keep)
 		return;
 	frame_free(f);
+}
+
+/*
+ * At the end of the stream the spare buffers go: what follows (printing,
+ * symbolization) should not find the frames' memory still taken.
+ */
+static void frames_trim(struct dump *d)
+{
+	struct frame *f;
+
+	if (d->flock)
+		pthread_mutex_lock(d->flock);
+	f = d->free_frames;
+	d->free_frames = NULL;
+	d->nfree = 0;
+	d->free_bytes = 0;
+	if (d->flock)
+		pthread_mutex_unlock(d->flock);
+	while (f) {
+		struct frame *next = f->next;
+
+		frame_free(f);
+		f = next;
+	}
 }
 
 void dump_frame_unref(struct dump *d, struct frame *f)
@@ -865,6 +897,7 @@ static int produce(struct dump *d)
 			return BS_FAIL;
 		}
 	}
+	frames_trim(d);
 	return BS_END;
 }
 

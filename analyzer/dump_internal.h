@@ -34,7 +34,13 @@ enum { CLS_LOAD = 0, CLS_FREE = 1, CLS_ALLOC = 2, CLS_LAST = 3 };
 #define MAX_HEADER 65536u		/* largest file header a later version may write */
 #define STACK_ID_SLACK 65536u		/* how far ids may run ahead of definitions */
 #define FRAME_ARENA 4096u		/* dump_frame entries per arena block */
-#define FREE_FRAMES 4			/* decompressed buffers kept for reuse */
+/*
+ * Decompressed buffers kept for reuse, at most: as many as a stretch between
+ * two watermarks holds, so that reading on allocates no fresh pages (a page
+ * fault each), within FREE_FRAME_BYTES.
+ */
+#define FREE_FRAMES 64
+#define FREE_FRAME_BYTES (32u << 20)
 #define ORD_CURSOR (1ull << 48)
 
 /*
@@ -150,10 +156,19 @@ enum { WARN_NONE, WARN_TRUNC, WARN_CORRUPT, WARN_ORDER };
 #define HANDLE_NONE 0u			/* the event has no handle (ptr 0, or no reader) */
 #define HANDLE_UNKNOWN UINT32_MAX	/* a free of a pointer that is not live */
 
-/* Pointer -> handle map (open addressing, backward-shift deletion). */
+/*
+ * Pointer -> handle map (open addressing, backward-shift deletion).  A
+ * pointer and its handle share one 16-byte slot: a probe touches one cache
+ * line, not one in a key array and another in a value array.
+ */
+struct hslot {
+	uint64_t key;			/* 0 = empty */
+	uint32_t val;
+	uint32_t pad;
+};
+
 struct hmap {
-	uint64_t *keys;			/* 0 = empty */
-	uint32_t *vals;
+	struct hslot *s;
 	size_t mask, n;			/* capacity - 1, entries */
 	unsigned shift;			/* 64 - log2(capacity) */
 	uint32_t *spare;		/* freed handles, reused last in, first out */
@@ -168,8 +183,7 @@ static inline size_t hmap_home(const struct hmap *m, uint64_t key)
 
 static inline void hmap_release(struct hmap *m)
 {
-	free(m->keys);
-	free(m->vals);
+	free(m->s);
 	free(m->spare);
 	memset(m, 0, sizeof *m);
 }
@@ -177,29 +191,40 @@ static inline void hmap_release(struct hmap *m)
 /* Sets ptr's handle (ptr not in the map); -1 when out of memory. */
 static inline int hmap_put(struct hmap *m, uint64_t ptr, uint32_t h);
 
+/*
+ * Whether one more entry needs a larger table.  A free walks the rest of its
+ * probe run (the backward shift), whose expected length grows steeply with
+ * the load, and each step is a branch the CPU cannot predict: a table of up
+ * to HMAP_SPARSE_MAX slots (16 MiB) is kept at most 1/8 full, 1/4 beyond,
+ * where each probe is a cache miss anyway and memory counts more.
+ */
+#define HMAP_SPARSE_MAX (1u << 20)
+
+static inline int hmap_full(const struct hmap *m)
+{
+	size_t cap = m->mask + 1;
+
+	return !m->s || (m->n + 1) * (cap < HMAP_SPARSE_MAX ? 8 : 4) > cap;
+}
+
 static inline int hmap_grow(struct hmap *m)
 {
 	struct hmap n = *m;
-	size_t cap = m->keys ? 2 * (m->mask + 1) : 1024, i;
+	size_t cap = m->s ? 2 * (m->mask + 1) : 1024, i;
 	unsigned bits = 0;
 
 	while ((1ull << bits) < cap)
 		bits++;
-	n.keys = calloc(cap, sizeof *n.keys);
-	n.vals = malloc(cap * sizeof *n.vals);
-	if (!n.keys || !n.vals) {
-		free(n.keys);
-		free(n.vals);
+	n.s = calloc(cap, sizeof *n.s);
+	if (!n.s)
 		return -1;
-	}
 	n.mask = cap - 1;
 	n.shift = 64 - bits;
 	n.n = 0;
-	for (i = 0; m->keys && i <= m->mask; i++)
-		if (m->keys[i])
-			hmap_put(&n, m->keys[i], m->vals[i]);
-	free(m->keys);
-	free(m->vals);
+	for (i = 0; m->s && i <= m->mask; i++)
+		if (m->s[i].key)
+			hmap_put(&n, m->s[i].key, m->s[i].val);
+	free(m->s);
 	*m = n;
 	return 0;
 }
@@ -208,13 +233,12 @@ static inline int hmap_put(struct hmap *m, uint64_t ptr, uint32_t h)
 {
 	size_t i;
 
-	/* at most 5/8 full: short probe runs */
-	if ((!m->keys || (m->n + 1) * 4 > (m->mask + 1)) && hmap_grow(m))
+	if (hmap_full(m) && hmap_grow(m))
 		return -1;
-	for (i = hmap_home(m, ptr); m->keys[i]; i = (i + 1) & m->mask)
+	for (i = hmap_home(m, ptr); m->s[i].key; i = (i + 1) & m->mask)
 		;
-	m->keys[i] = ptr;
-	m->vals[i] = h;
+	m->s[i].key = ptr;
+	m->s[i].val = h;
 	m->n++;
 	return 0;
 }
@@ -224,11 +248,11 @@ static inline uint32_t hmap_get(const struct hmap *m, uint64_t ptr)
 {
 	size_t i;
 
-	if (!m->keys)
+	if (!m->s)
 		return HANDLE_UNKNOWN;
-	for (i = hmap_home(m, ptr); m->keys[i]; i = (i + 1) & m->mask)
-		if (m->keys[i] == ptr)
-			return m->vals[i];
+	for (i = hmap_home(m, ptr); m->s[i].key; i = (i + 1) & m->mask)
+		if (m->s[i].key == ptr)
+			return m->s[i].val;
 	return HANDLE_UNKNOWN;
 }
 
@@ -238,11 +262,11 @@ static inline uint32_t hmap_alloc(struct hmap *m, uint64_t ptr)
 	size_t i;
 	uint32_t h;
 
-	if ((!m->keys || (m->n + 1) * 4 > (m->mask + 1)) && hmap_grow(m))
+	if (__builtin_expect(hmap_full(m), 0) && hmap_grow(m))
 		return HANDLE_NONE;
-	for (i = hmap_home(m, ptr); m->keys[i]; i = (i + 1) & m->mask)
-		if (m->keys[i] == ptr)
-			return m->vals[i];	/* its free was never seen */
+	for (i = hmap_home(m, ptr); m->s[i].key; i = (i + 1) & m->mask)
+		if (m->s[i].key == ptr)
+			return m->s[i].val;	/* its free was never seen */
 	if (m->nspare) {
 		h = m->spare[--m->nspare];
 	} else {
@@ -252,8 +276,8 @@ static inline uint32_t hmap_alloc(struct hmap *m, uint64_t ptr)
 			return HANDLE_NONE;
 		h = m->next++;
 	}
-	m->keys[i] = ptr;
-	m->vals[i] = h;
+	m->s[i].key = ptr;
+	m->s[i].val = h;
 	m->n++;
 	return h;
 }
@@ -267,15 +291,15 @@ static inline uint32_t hmap_free(struct hmap *m, uint64_t ptr)
 	size_t i, j;
 	uint32_t h;
 
-	if (!m->keys)
+	if (!m->s)
 		return HANDLE_UNKNOWN;
 	for (i = hmap_home(m, ptr);; i = (i + 1) & m->mask) {
-		if (!m->keys[i])
+		if (!m->s[i].key)
 			return HANDLE_UNKNOWN;
-		if (m->keys[i] == ptr)
+		if (m->s[i].key == ptr)
 			break;
 	}
-	if (m->nspare == m->capspare) {
+	if (__builtin_expect(m->nspare == m->capspare, 0)) {
 		size_t cap = m->capspare ? 2 * m->capspare : 1024;
 		uint32_t *sp = realloc(m->spare, cap * sizeof *sp);
 
@@ -284,23 +308,22 @@ static inline uint32_t hmap_free(struct hmap *m, uint64_t ptr)
 		m->spare = sp;
 		m->capspare = cap;
 	}
-	h = m->vals[i];
+	h = m->s[i].val;
 	m->spare[m->nspare++] = h;
 	for (j = i;;) {
 		size_t k;
 
 		j = (j + 1) & m->mask;
-		if (!m->keys[j])
+		if (!m->s[j].key)
 			break;
-		k = hmap_home(m, m->keys[j]);
+		k = hmap_home(m, m->s[j].key);
 		/* j may move to i unless its home lies in the cyclic range (i, j] */
 		if (((j - k) & m->mask) >= ((j - i) & m->mask)) {
-			m->keys[i] = m->keys[j];
-			m->vals[i] = m->vals[j];
+			m->s[i] = m->s[j];
 			i = j;
 		}
 	}
-	m->keys[i] = 0;
+	m->s[i].key = 0;
 	m->n--;
 	return h;
 }
@@ -359,6 +382,7 @@ struct dump {
 	size_t zcap;
 	struct frame *free_frames;
 	int nfree;
+	size_t free_bytes;		/* capacity of the buffers in free_frames */
 
 	struct hitem *heap;
 	size_t nheap, capheap;

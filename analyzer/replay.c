@@ -353,6 +353,8 @@ struct replay {
 	size_t thr_cap;		/* power of two */
 	uint32_t last_tid;
 	size_t last_thr;
+	uint32_t prev_tid;	/* the thread before last_tid, SIZE_MAX prev_thr: none */
+	size_t prev_thr;
 
 	struct pool *pools;
 	size_t npools, cappools;
@@ -495,6 +497,10 @@ static struct thr *thr_slow(struct replay *r, uint32_t tid)
 
 	if (tid == UINT32_MAX)	/* keeps tid + 1 non-zero */
 		tid = 0;
+	if (r->nthr) {
+		r->prev_tid = r->last_tid;
+		r->prev_thr = r->last_thr;
+	}
 	if (r->thr_cap) {
 		h = (tid * 2654435761u) & (r->thr_cap - 1);
 		while (r->thr_key[h]) {
@@ -535,11 +541,23 @@ static struct thr *thr_slow(struct replay *r, uint32_t tid)
 	return &r->thr[r->last_thr];
 }
 
-/* Events come in per-thread runs: one compare finds the thread mostly. */
+/*
+ * Events come in per-thread runs, or two threads interleaved by the merge:
+ * one or two compares find the thread mostly.
+ */
 static inline struct thr *thr_get(struct replay *r, uint32_t tid)
 {
 	if (tid == r->last_tid && r->nthr)
 		return &r->thr[r->last_thr];
+	if (tid == r->prev_tid && r->prev_thr != SIZE_MAX) {
+		size_t i = r->prev_thr;
+
+		r->prev_tid = r->last_tid;
+		r->prev_thr = r->last_thr;
+		r->last_tid = tid;
+		r->last_thr = i;
+		return &r->thr[i];
+	}
 	return thr_slow(r, tid);
 }
 
@@ -1056,6 +1074,7 @@ struct replay *replay_new(struct dump *d)
 		return NULL;
 	}
 	r->last_tid = UINT32_MAX;
+	r->prev_thr = SIZE_MAX;
 	r->reader_rc = 1;
 	return r;
 }
@@ -1189,6 +1208,7 @@ static inline int consume(struct replay *r)
  */
 #define FAST_AHEAD 16
 #define FAST_RUN 1024		/* entries lent at a time */
+#define FAST_STEP 16		/* applied by one replay_step(r, NULL) at most */
 /* Tables below this many slots stay in the cache: no prefetch needed. */
 #define PREFETCH_MIN_SLOTS (UINT64_C(1) << 10)
 
@@ -1240,8 +1260,15 @@ int replay_step(struct replay *r, struct dump_event *ev)
 	const struct bev *b;
 	int rc;
 
-	if (!ev && (b = fast_peek(r)))
+	if (!ev && (b = fast_peek(r))) {
+		int k;
+
+		/* a few in one call: the caller's loop is not worth a call per event */
+		for (k = 1; k < FAST_STEP && r->run_i + 1 < r->run_n; k++)
+			if (fast_take(r, b++) < 0)
+				return -1;
 		return fast_take(r, b);
+	}
 	fast_sync(r);
 	rc = fetch(r);
 

@@ -94,7 +94,8 @@ int replay_observe(struct replay *r, replay_observer_fn fn, void *ctx);
 
 /*
  * Process one event: 1 when one was processed (copied to *ev if non-NULL),
- * 0 at the end of the dump, -1 on a hard read error (dump_error()).
+ * 0 at the end of the dump, -1 on a hard read error (dump_error()).  With
+ * ev NULL a step may process a few (up to 16) allocations and frees at once.
  */
 int replay_step(struct replay *r, struct dump_event *ev);
 /* Replay to the end (0) or until the first event later than 'time' (0). */
