@@ -71,8 +71,7 @@ static atomic_flag bits_lock __attribute__((aligned(HT_CACHELINE))) = ATOMIC_FLA
 
 static void bits_lock_take(void)
 {
-	while (atomic_flag_test_and_set_explicit(&bits_lock, memory_order_acquire))
-		;
+	ht_spin_lock(&bits_lock);
 }
 
 static void bits_note(void *p, int delta)

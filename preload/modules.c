@@ -2,7 +2,6 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -116,8 +115,7 @@ static uint64_t known_key(uint64_t bias, uint64_t raw_hash)
 
 static void lock_mods(void)
 {
-	while (atomic_flag_test_and_set_explicit(&mod_lock, memory_order_acquire))
-		sched_yield();
+	ht_spin_lock(&mod_lock);
 }
 
 /*
@@ -128,6 +126,7 @@ static void lock_mods(void)
 static int lock_mods_bounded(void)
 {
 	uint64_t end = 0;
+	unsigned spins = 0;
 
 	while (atomic_flag_test_and_set_explicit(&mod_lock, memory_order_acquire)) {
 		uint64_t now = ht_mono_ns();
@@ -136,7 +135,7 @@ static int lock_mods_bounded(void)
 			end = now + 50000000u;	/* 50 ms */
 		else if (now >= end)
 			return -1;
-		sched_yield();
+		ht_backoff(&spins);
 	}
 	return 0;
 }

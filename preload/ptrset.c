@@ -99,10 +99,7 @@ void ptrset_reset(struct ht_ptrset *s)
 
 static void lock(struct shard *sh)
 {
-	unsigned spins = 0;
-
-	while (atomic_flag_test_and_set_explicit(&sh->lock, memory_order_acquire))
-		ht_backoff(&spins);
+	ht_spin_lock(&sh->lock);
 }
 
 #define FILTER_FULL 255

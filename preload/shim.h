@@ -168,6 +168,23 @@ void stacks_set_self_range(uintptr_t lo, uintptr_t hi);
 /* ---- thread.c: per-thread buffers, hand-off and the writer's steal ---- */
 /* One round of waiting for another thread: spin, yield, then sleep (never a cancellation point). */
 void ht_backoff(unsigned *spins);
+
+/*
+ * The shim's spinlocks, every one of them: held for a few instructions, and
+ * a waiter backs off (a SCHED_FIFO waiter must let a preempted holder run).
+ */
+static inline void ht_spin_lock(atomic_flag *l)
+{
+	unsigned spins = 0;
+
+	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
+		ht_backoff(&spins);
+}
+
+static inline void ht_spin_unlock(atomic_flag *l)
+{
+	atomic_flag_clear_explicit(l, memory_order_release);
+}
 #define HT_BUF_BYTES (32u << 10)
 #define HT_EVENT_MAX 80		/* largest event but a stack definition */
 

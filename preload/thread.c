@@ -81,18 +81,6 @@ void ht_backoff(unsigned *spins)
 	}
 }
 
-static void lock(atomic_flag *l)
-{
-	unsigned spins = 0;
-
-	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
-		ht_backoff(&spins);
-}
-
-static void unlock(atomic_flag *l)
-{
-	atomic_flag_clear_explicit(l, memory_order_release);
-}
 
 static void key_destructor(void *arg)
 {
@@ -153,7 +141,7 @@ static struct ht_buf *buffer_get(void)
 {
 	struct ht_buf *b;
 
-	lock(&buf_lock);
+	ht_spin_lock(&buf_lock);
 	b = free_list;
 	if (b)
 		free_list = b->next;
@@ -162,7 +150,7 @@ static struct ht_buf *buffer_get(void)
 		if (b)
 			nbuffers++;
 	}
-	unlock(&buf_lock);
+	ht_spin_unlock(&buf_lock);
 	if (b) {
 		b->len = 0;
 		b->nevents = 0;
@@ -173,10 +161,10 @@ static struct ht_buf *buffer_get(void)
 
 void threads_recycle(struct ht_buf *b)
 {
-	lock(&buf_lock);
+	ht_spin_lock(&buf_lock);
 	b->next = free_list;
 	free_list = b;
-	unlock(&buf_lock);
+	ht_spin_unlock(&buf_lock);
 	atomic_fetch_add(&recycled, 1);
 }
 
@@ -184,10 +172,10 @@ struct ht_buf *threads_take_full(void)
 {
 	struct ht_buf *b;
 
-	lock(&buf_lock);
+	ht_spin_lock(&buf_lock);
 	b = full_head;
 	full_head = full_tail = NULL;
-	unlock(&buf_lock);
+	ht_spin_unlock(&buf_lock);
 	return b;
 }
 
@@ -224,9 +212,9 @@ static void hand_off(struct ht_thread *t)
 		return;
 	}
 	b->tid = t->tid;
-	lock(&buf_lock);
+	ht_spin_lock(&buf_lock);
 	queue_push_locked(b);
-	unlock(&buf_lock);
+	ht_spin_unlock(&buf_lock);
 }
 
 static struct ht_thread *thread_register(void)

@@ -284,8 +284,7 @@ static void drain_full(void)
 
 static void lock_pending(void)
 {
-	while (atomic_flag_test_and_set_explicit(&pending_lock, memory_order_acquire))
-		sched_yield();
+	ht_spin_lock(&pending_lock);
 }
 
 static void unlock_pending(void)
@@ -844,8 +843,7 @@ void writer_move_fd(void)
 {
 	int nf, old;
 
-	while (atomic_flag_test_and_set_explicit(&move_lock, memory_order_acquire))
-		sched_yield();
+	ht_spin_lock(&move_lock);
 	old = atomic_load(&fd);
 	if (old >= 0) {
 		nf = fcntl(old, F_DUPFD_CLOEXEC, old + 1);
