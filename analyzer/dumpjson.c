@@ -106,3 +106,14 @@ void dumpjson_site_figures(struct json *j, const struct site_stats *s)
 	json_kv_u64(j, "temporary", s->temporary);
 	json_kv_u64(j, "mismatches", s->mismatches);
 }
+
+void dumpjson_sample(struct json *j, const struct dump_sample *s)
+{
+	json_kv_u64(j, "rss_bytes", s->rss_bytes);
+	json_kv_u64(j, "arena_bytes", s->arena_bytes);
+	json_kv_u64(j, "mmap_bytes", s->mmap_bytes);
+	json_kv_u64(j, "in_use_bytes", s->in_use_bytes);
+	json_kv_u64(j, "free_bytes", s->free_bytes);
+	json_kv_u64(j, "top_releasable_bytes", s->top_releasable_bytes);
+	json_kv_u64(j, "shim_bytes", s->shim_bytes);
+}

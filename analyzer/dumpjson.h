@@ -33,6 +33,9 @@ void dumpjson_totals(struct json *j, struct replay *r,
  * "mismatches"), into the site's open object; growth and the HTML report
  * write them the same way.
  */
+/* An RSS and allocator sample's figures, as keys of the object being written. */
+void dumpjson_sample(struct json *j, const struct dump_sample *s);
+
 void dumpjson_site_figures(struct json *j, const struct site_stats *s);
 
 #endif

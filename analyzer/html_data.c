@@ -146,15 +146,9 @@ static void json_ladder(struct json *j, const char *key, const struct frag_ladde
 		json_kv_double(j, "time_seconds", seconds(l->sample_time));
 		json_key(j, "exact");
 		json_bool(j, l->sample_exact);
-		json_kv_u64(j, "rss_bytes", l->sample.rss_bytes);
+		dumpjson_sample(j, &l->sample);
 		json_kv_u64(j, "allocator_held_bytes",
 			    l->sample.arena_bytes + l->sample.mmap_bytes);
-		json_kv_u64(j, "arena_bytes", l->sample.arena_bytes);
-		json_kv_u64(j, "mmap_bytes", l->sample.mmap_bytes);
-		json_kv_u64(j, "in_use_bytes", l->sample.in_use_bytes);
-		json_kv_u64(j, "free_bytes", l->sample.free_bytes);
-		json_kv_u64(j, "top_releasable_bytes", l->sample.top_releasable_bytes);
-		json_kv_u64(j, "shim_bytes", l->sample.shim_bytes);
 		json_obj_end(j);
 	} else {
 		json_null(j);
