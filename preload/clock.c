@@ -184,8 +184,8 @@ void clock_calibrate(uint64_t interval_ns)
 		return;
 	}
 	pair(&tsc, &ns);
-	if (ns - cal_ns < 20000000u || tsc <= cal_tsc)
-		return;		/* too short a baseline for a good slope yet */
+	if (ns - cal_ns < 2000000u || tsc <= cal_tsc)
+		return;		/* too short a baseline for a slope yet (2 ms: +-1e-5) */
 	slope = (double)(ns - cal_ns) / (double)(tsc - cal_tsc);
 	if (seg.mult) {
 		/* Continue from where the current segment stands now ... */
