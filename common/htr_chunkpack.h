@@ -17,7 +17,9 @@
  * deltas together, all the sizes, ...
  *
  *   mode byte   HTR_PACK_RAW: the events follow as they are (the writer
- *               could not parse them, e.g. an event type it does not know)
+ *               chose not to pack the chunk, HEAPTRAIL_PACK=auto with no
+ *               CPU to spare (preload/packpolicy.c), or could not parse
+ *               them, e.g. an event type it does not know)
  *               HTR_PACK_COLUMNS: the layout below
  *   plain_len u the length of the events once unpacked
  *   HTR_PACK_NSTREAMS - 1 stream lengths u (the last stream takes the rest)

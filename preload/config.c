@@ -114,18 +114,15 @@ void config_load(void)
 			bad_value("HEAPTRAIL_UNWIND", v, "libunwind or fp");
 	}
 
-	/*
-	 * Packing costs the writer thread ~30 ns an event for a third less
-	 * dump.  Where the writer has a core of its own that is free; on two
-	 * cores or fewer it competes with the program, which matters more.
-	 */
-	ht_cfg.pack = cpus_available() >= 4;
+	/* Packing: by the spare CPU (packpolicy.c) unless set. */
+	ht_cfg.cpus = (unsigned)cpus_available();
+	ht_cfg.pack = HT_PACK_AUTO;
 	v = getenv("HEAPTRAIL_PACK");
 	if (v) {
 		if (!strcmp(v, "1") || !strcmp(v, "on"))
-			ht_cfg.pack = 1;
+			ht_cfg.pack = HT_PACK_ON;
 		else if (!strcmp(v, "0") || !strcmp(v, "off"))
-			ht_cfg.pack = 0;
+			ht_cfg.pack = HT_PACK_OFF;
 		else if (strcmp(v, "auto"))
 			bad_value("HEAPTRAIL_PACK", v, "auto, 1 or 0");
 	}

@@ -38,14 +38,20 @@ struct ht_config {
 	int clients;		/* enum ht_clients_mode */
 	int mark_signal;	/* 0 = none */
 	int reach_at_exit;
-	int pack;		/* the writer packs chunks into columns (HTR_PF_PACKED) */
+	int pack;		/* enum ht_pack_mode: chunks packed into columns (HTR_PF_PACKED) */
+	unsigned cpus;		/* CPUs the process may run on (sched_getaffinity) */
 	int quiet;
 };
 
 enum ht_clients_mode { HT_CLIENTS_OFF, HT_CLIENTS_SOCKETS, HT_CLIENTS_THREADS };
+enum ht_pack_mode { HT_PACK_OFF, HT_PACK_ON, HT_PACK_AUTO };
 
 extern struct ht_config ht_cfg;
 void config_load(void);
+
+/* ---- packpolicy.c: whether the writer packs the next chunk ---- */
+void pack_policy_start(void);	/* the writer starts (or restarts in a child) */
+int pack_policy_now(void);	/* writer thread only */
 
 /* ---- fmt.c: formatting without stdio ---- */
 struct ht_str {

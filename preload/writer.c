@@ -251,11 +251,16 @@ static void append_chunk(struct ht_buf *b)
 	p = htr_put_u64(p, b->tid);
 	p = htr_put_u64(p, b->base_time);
 	/* packed after the nbytes varint: its length is known only then */
-	if (ht_cfg.pack) {
-		n = chunkpack(&packer, p + HTR_VARINT_MAX, b->data, b->len, 1);
-	} else {
+	if (ht_cfg.pack == HT_PACK_OFF) {
 		memcpy(p + HTR_VARINT_MAX, b->data, b->len);
 		n = b->len;
+	} else if (pack_policy_now()) {
+		n = chunkpack(&packer, p + HTR_VARINT_MAX, b->data, b->len, 1);
+	} else {
+		/* a packed dump's chunk left as it is (packpolicy.c) */
+		p[HTR_VARINT_MAX] = HTR_PACK_RAW;
+		memcpy(p + HTR_VARINT_MAX + 1, b->data, b->len);
+		n = 1 + (size_t)b->len;
 	}
 	{
 		uint8_t len[HTR_VARINT_MAX];
@@ -908,7 +913,8 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		return -1;
 	}
 	append_process(flags | (after_exec ? HTR_PF_AFTER_EXEC : 0) |
-		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS | (ht_cfg.pack ? HTR_PF_PACKED : 0u),
+		       HTR_PF_TIME_TICKS | HTR_PF_PTR_UNITS |
+		       (ht_cfg.pack != HT_PACK_OFF ? HTR_PF_PACKED : 0u),
 		       generation);
 	/*
 	 * A forked child is still inside fork's handlers: another thread of
@@ -936,6 +942,7 @@ int writer_start_thread(void)
 	/* a small stack: the program may be short of address space */
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256u << 10);
+	pack_policy_start();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store(&running, 1);

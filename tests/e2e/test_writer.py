@@ -274,6 +274,68 @@ def case_packed():
             "%r vs %r" % (counts, want))
 
 
+def chunk_modes(dump):
+    """(packed flag, [mode byte of each chunk in file order]) of a dump."""
+    flags, modes = None, []
+    for kind, payload in htrdump.frames(dump):
+        if kind != "frame":
+            continue
+        b = htrdump.Buf(payload)
+        while not b.done():
+            r = b.d[b.i]
+            b.i += 1
+            if r == 1:
+                for _ in range(5):
+                    b.u()
+                b.str()
+                b.str()
+                flags = [b.u() for _ in range(5)][3]
+            elif r == 4:
+                b.u()
+                b.u()
+                data = b.raw(b.u())
+                modes.append(data[0] if flags & 16 else None)
+            else:
+                b.i -= 1
+                skip_one(b)
+    return flags, modes
+
+
+def case_pack_auto():
+    """HEAPTRAIL_PACK=auto packs while CPU is spare and stops when it is not, in one dump."""
+    import json
+    exe = check.built_target("pack_phases")
+    d = fresh_dir("pack-auto")
+    dump = os.path.join(d, "a.htr")
+    probe = os.path.join(d, "probe")
+    # spare CPU as the writer is to believe it, phase by phase (thousandths)
+    traced = rel.run([exe, probe, "400", "2000", "0", "2000", "0"],
+                     env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "auto",
+                                             "HEAPTRAIL__PACK_PROBE": probe}), cwd=d)
+    T.eq("pack auto: exits 0", traced.returncode, 0)
+    facts = rel.output_facts(traced.stdout)
+    flags, modes = chunk_modes(dump)
+    T.check("pack auto: the dump announces packed chunks", flags is not None and flags & 16,
+            "flags %r" % flags)
+    runs = []
+    for m in modes:
+        if not runs or runs[-1][0] != m:
+            runs.append([m, 0])
+        runs[-1][1] += 1
+    # raw until the first window, then packed, raw, packed, raw as told
+    T.check("pack auto: chunks packed and left raw by turns as the spare CPU went",
+            [m for m, _ in runs][-4:] == [1, 0, 1, 0] and all(n >= 3 for _, n in runs[-4:]),
+            "runs of (mode, chunks): %r" % runs)
+    cp = check.run([check.HEAPTRAIL, "report", "--json", dump])
+    T.eq("pack auto: report reads the mixed dump", cp.returncode, 0)
+    sites = [s for s in json.loads(cp.stdout)["sites"] if s["function"] == "phase_alloc"]
+    T.eq("pack auto: every allocation of the program is there",
+         sum(s["allocations"] for s in sites), facts.get("allocations"))
+    T.eq("pack auto: and its leaked blocks", sum(s["leaked_blocks"] for s in sites),
+         facts.get("leaked_blocks"))
+    T.eq("pack auto: and bytes", sum(s["leaked_bytes"] for s in sites), facts.get("leaked_bytes"))
+
+
 def process_flags(dump):
     """The PROCESS record's flags (the first record of the first frame)."""
     for kind, payload in htrdump.frames(dump):
@@ -331,7 +393,8 @@ def main():
     cases = [("bursty program", case_bursty), ("concurrent starts", case_concurrent),
              ("held name", case_held),
              ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd),
-             ("packed chunks", case_packed), ("record --pack", case_record_pack)]
+             ("packed chunks", case_packed), ("record --pack", case_record_pack),
+             ("pack auto", case_pack_auto)]
     try:
         rel.run_cases(T, cases, "WRITER_ONLY")
     finally:

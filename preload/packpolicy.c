@@ -1,0 +1,186 @@
+/* packpolicy.c - whether the writer packs the next chunk: HEAPTRAIL_PACK=auto follows the idle CPU */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+/*
+ * Packing a chunk into columns (chunkpack.c) makes real programs' dumps a
+ * third to a half smaller but costs the writer thread ~30 ns an event.
+ * That is free while a CPU stands idle for the writer, and it is the
+ * program's time when every CPU is busy: on two cores, a two-thread malloc
+ * loop ran 1.4x longer packed, while sqlite3 and python3 (one busy thread)
+ * ran exactly as fast.  So under 'auto' the writer looks, every 100 ms, at
+ * how much CPU was left idle: on the machine (/proc/stat), and for this
+ * process (the CPUs it may run on less the CPU time of all of its threads,
+ * the writer's packing included); it packs while both leave at least
+ * 0.6 of a CPU, and stops below 0.35.  A packed dump says so once
+ * (HTR_PF_PACKED); each chunk then says whether it was packed
+ * (HTR_PACK_COLUMNS) or left as it was (HTR_PACK_RAW).
+ */
+
+#define WINDOW_NS 100000000ull
+#define ON_SPARE_MILLI 600
+#define OFF_SPARE_MILLI 350
+
+static uint64_t window_start_ns, window_start_cpu_ns;
+static uint64_t window_idle, window_total;	/* /proc/stat jiffies */
+static int packing;
+static int stat_fd = -1;
+static dev_t stat_dev;
+static ino_t stat_ino;
+static unsigned online_cpus;
+/*
+ * HEAPTRAIL__PACK_PROBE=FILE (tests only): the spare CPU, in thousandths,
+ * is read from FILE instead of measured, so that a test can tell the
+ * writer when to pack (tests/e2e/test_writer.py).
+ */
+static char probe[256];
+
+static uint64_t process_cpu_ns(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
+/*
+ * /proc/stat stays open at a high number, checked before each read (the
+ * program may have closed and reused it), as clock.c does with the
+ * clocksource: opening it each time would take the lowest free descriptor
+ * for a moment, which a program thread may be about to get.
+ */
+static int stat_file(void)
+{
+	struct stat st;
+	int f, nf;
+
+	if (stat_fd >= 0 && fstat(stat_fd, &st) == 0 && st.st_dev == stat_dev &&
+	    st.st_ino == stat_ino)
+		return stat_fd;
+	stat_fd = -1;
+	f = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	nf = fcntl(f, F_DUPFD_CLOEXEC, 900);
+	close(f);
+	if (nf < 0)
+		return -1;
+	if (fstat(nf, &st) != 0) {
+		close(nf);
+		return -1;
+	}
+	stat_dev = st.st_dev;
+	stat_ino = st.st_ino;
+	return stat_fd = nf;
+}
+
+/* The machine's idle and total jiffies so far (the "cpu" line); 0 when unknown. */
+static int machine_jiffies(uint64_t *idle, uint64_t *total)
+{
+	char buf[512];
+	int fd = stat_file(), field = 0;
+	ssize_t n;
+	const char *p;
+	uint64_t v;
+
+	if (fd < 0)
+		return -1;
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n < 5 || buf[0] != 'c' || buf[1] != 'p' || buf[2] != 'u' || buf[3] != ' ')
+		return -1;
+	buf[n] = '\0';
+	*idle = *total = 0;
+	/* cpu  user nice system idle iowait irq softirq steal guest guest_nice */
+	for (p = buf + 3; *p && *p != '\n' && field < 8; field++) {
+		while (*p == ' ')
+			p++;
+		if (*p < '0' || *p > '9')
+			return -1;
+		for (v = 0; *p >= '0' && *p <= '9'; p++)
+			v = v * 10 + (uint64_t)(*p - '0');
+		*total += v;
+		if (field == 3 || field == 4)
+			*idle += v;
+	}
+	return field == 8 ? 0 : -1;
+}
+
+static int probe_spare(int64_t *spare)
+{
+	char buf[32];
+	int fd = open(probe, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	const char *p;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (*spare = 0, p = buf; *p >= '0' && *p <= '9'; p++)
+		*spare = *spare * 10 + (*p - '0');
+	return p == buf ? -1 : 0;
+}
+
+void pack_policy_start(void)
+{
+	long on = sysconf(_SC_NPROCESSORS_ONLN);
+	const char *v = getenv("HEAPTRAIL__PACK_PROBE");
+
+	probe[0] = '\0';
+	if (v && strlen(v) < sizeof(probe))
+		strcpy(probe, v);
+
+	online_cpus = on > 0 ? (unsigned)on : 1;
+	window_start_ns = ht_mono_ns();
+	window_start_cpu_ns = process_cpu_ns();
+	if (machine_jiffies(&window_idle, &window_total) < 0)
+		window_total = 0;
+	/* until the first window is measured: what the machine's size suggests */
+	packing = ht_cfg.cpus >= 4;
+}
+
+int pack_policy_now(void)
+{
+	uint64_t now, cpu, wall, idle, total;
+	int64_t spare;
+
+	if (ht_cfg.pack != HT_PACK_AUTO)
+		return ht_cfg.pack == HT_PACK_ON;
+	now = ht_mono_ns();
+	wall = now - window_start_ns;
+	if (wall < WINDOW_NS)
+		return packing;
+	/* CPUs this process left idle over the window, in thousandths */
+	cpu = process_cpu_ns();
+	spare = (int64_t)ht_cfg.cpus * 1000 - (int64_t)((cpu - window_start_cpu_ns) * 1000 / wall);
+	/* ... and the machine */
+	if (machine_jiffies(&idle, &total) == 0 && window_total && total > window_total) {
+		int64_t machine = (int64_t)((idle - window_idle) * online_cpus * 1000 /
+					    (total - window_total));
+
+		if (machine < spare)
+			spare = machine;
+		window_idle = idle;
+		window_total = total;
+	}
+	if (probe[0])
+		probe_spare(&spare);
+	if (packing && spare < OFF_SPARE_MILLI)
+		packing = 0;
+	else if (!packing && spare >= ON_SPARE_MILLI)
+		packing = 1;
+	window_start_ns = now;
+	window_start_cpu_ns = cpu;
+	return packing;
+}
