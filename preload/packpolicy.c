@@ -137,6 +137,8 @@ void pack_policy_start(void)
 	long on = sysconf(_SC_NPROCESSORS_ONLN);
 	const char *v = getenv("HEAPTRAIL__PACK_PROBE");
 
+	if (ht_cfg.pack != HT_PACK_AUTO)
+		return;		/* nothing to measure: no descriptor kept open */
 	probe[0] = '\0';
 	if (v && strlen(v) < sizeof(probe))
 		strcpy(probe, v);
