@@ -73,13 +73,13 @@ static __attribute__((noinline)) void free_slow(void *ptr)
 
 	if (!ptr || HT_UNLIKELY(bootstrap_owns(ptr)))
 		return;
+	if (!ht_may_keep_free(ptr)) {
+		ht_real.free(ptr);	/* sampling never recorded it (the summary said maybe) */
+		return;
+	}
 	if (HT_UNLIKELY(!ht_tracing())) {
 		if (ht_real.free || real_resolve() == 0)
 			ht_real.free(ptr);
-		return;
-	}
-	if (HT_UNLIKELY(!ht_may_keep_free(ptr))) {
-		ht_real.free(ptr);	/* sampling never recorded it */
 		return;
 	}
 	ht_in_shim = HT_GUARD_SHIM;

@@ -212,13 +212,13 @@ static void op_delete(unsigned api, void *ptr)
 	}
 	if (!ptr || bootstrap_owns(ptr))
 		return;
+	if (!ht_may_keep_free(ptr)) {
+		ht_real.free(ptr);	/* the summary said maybe, the bitmap says no */
+		return;
+	}
 	if (HT_UNLIKELY(!ht_tracing())) {
 		if (ht_real.free || real_resolve() == 0)
 			ht_real.free(ptr);
-		return;
-	}
-	if (HT_UNLIKELY(!ht_may_keep_free(ptr))) {
-		ht_real.free(ptr);
 		return;
 	}
 	ht_in_shim = HT_GUARD_SHIM;

@@ -4,7 +4,17 @@
 
 #include "shim.h"
 
-struct ht_real ht_real;
+/*
+ * What the fast paths of malloc and free read on every call, together: the
+ * real functions' addresses and sampling's summary (shim.h), on adjacent
+ * lines of one page.  The summary starts all set: every free takes the
+ * slow path until sampling is on (bytesample.c).
+ */
+#define HOT __attribute__((section(".data.ht_hot"), aligned(HT_CACHELINE)))
+struct ht_real ht_real HOT;
+_Atomic uint64_t ht_sampled_summary[HT_SUMMARY_WORDS] HOT = {
+	~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull
+};
 
 /*
  * dlsym() itself may call calloc/malloc (for its error state) before we know
@@ -27,7 +37,18 @@ void *bootstrap_alloc(size_t size, size_t align)
 			return NULL;
 	} while (!atomic_compare_exchange_weak(&pool_used, &off, start + size));
 	memset(ht_boot_pool + start, 0, size);
+	/* after the bump: bootstrap_pin_all() pins what it sees, this block itself */
+	sample_pin(ht_boot_pool + start, size);
 	return ht_boot_pool + start;
+}
+
+/* Sampling cleared the summary: every pool block handed out so far needs its bits again. */
+void bootstrap_pin_all(void)
+{
+	size_t used = atomic_load(&pool_used);
+
+	if (used)
+		sample_pin(ht_boot_pool, used);
 }
 
 size_t bootstrap_room(const void *p)

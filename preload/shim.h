@@ -330,11 +330,19 @@ void reach_realloc_begin(void *old);
 void reach_realloc_end(void *old, void *p, size_t size);
 
 /* ---- bytesample.c: HEAPTRAIL_SAMPLE ---- */
+/*
+ * The thread's countdown of bytes to the next recorded allocation.  Never
+ * > 0 unless sampling is on (a thread starts at 0, only sample_slow() adds
+ * to it): the fast path in malloc needs no other test.
+ */
 extern __thread int64_t ht_sample_left;
 int sample_init(void);
 int sample_slow(size_t size);
 void sample_remember(void *p, size_t size);
 int sample_forget(void *p);
+/* real.c's bootstrap pool: its blocks must take free()'s slow path */
+void sample_pin(const void *p, size_t size);
+void bootstrap_pin_all(void);
 
 /* Record this allocation?  Always, unless sampling says not. */
 static inline int ht_keep_alloc(size_t size)
@@ -349,14 +357,13 @@ static inline int ht_keep_alloc(size_t size)
 
 /*
  * Sampling's fast path, first thing in malloc: 1 when the call is passed
- * over (the countdown did not cross zero).  Calls that will not be traced
- * (re-entry, stopped) count too: they are rare.  The slow path then decides
- * with ht_keep_alloc_counted(), the countdown already taken.
+ * over (the countdown did not cross zero; never, not sampling).  Calls that
+ * will not be traced (re-entry, stopped) count too: they are rare.  The
+ * slow path then decides with ht_keep_alloc_counted(), the countdown
+ * already taken.
  */
 static inline int ht_sample_pass_alloc(size_t size)
 {
-	if (HT_LIKELY(!ht_cfg.sample_bytes))
-		return 0;
 	ht_sample_left -= (int64_t)size;
 	return ht_sample_left > 0;
 }
@@ -370,7 +377,7 @@ static inline int ht_keep_alloc_counted(size_t size)
 	return sample_slow(size);
 }
 
-extern _Atomic uint64_t *ht_sampled_count;
+extern _Atomic uint64_t *ht_sampled_count;	/* ptrset.c, unused since bytesample.c's own set */
 extern _Atomic uint8_t *ht_sampled_filter;
 
 static inline uint64_t ht_ptr_hash(uintptr_t p)
@@ -382,7 +389,7 @@ static inline uint64_t ht_ptr_hash(uintptr_t p)
 
 #define HT_FILTER_BITS 16	/* 64 KiB counting filter: stays in cache */
 
-/* bytesample.c: one bit per hash bucket holding a recorded block (8 KiB, in L1) */
+/* bytesample.c: one bit per hash bucket holding a recorded block (8 KiB) */
 #define HT_SAMPLED_WORDS 1024
 extern _Atomic uint64_t ht_sampled_bits[HT_SAMPLED_WORDS] __attribute__((visibility("hidden")));
 
@@ -395,17 +402,31 @@ static inline uint32_t ht_sampled_bucket(const void *p)
 }
 
 /*
- * Bit g: some word of ht_sampled_bits[16 g .. 16 g + 15] is not 0.  One
- * line that every free reads, so it stays in L1: with few recorded blocks
- * live, most frees are answered here without touching the bitmap.
+ * The summary, in real.c beside ht_real: bit g says that a word of
+ * ht_sampled_bits[2 g .. 2 g + 1] is not 0 (or that a block of real.c's
+ * bootstrap pool is there).  512 bits on one line that every free reads, so
+ * it stays in L1; with few recorded blocks live, nearly every free is
+ * answered by it alone.  All bits are set while sampling is off, so that
+ * every free takes the slow path.
  */
-extern _Atomic uint64_t ht_sampled_summary __attribute__((visibility("hidden")));
+#define HT_SUMMARY_WORDS 8
+#define HT_SAMPLED_GROUP_WORDS (HT_SAMPLED_WORDS / (HT_SUMMARY_WORDS * 64))
+#define HT_SUMMARY_SPAN (HT_SAMPLED_GROUP_WORDS * 64)	/* buckets a summary bit covers */
+extern _Atomic uint64_t ht_sampled_summary[HT_SUMMARY_WORDS] __attribute__((visibility("hidden")));
+
+static inline int ht_sampled_summary_maybe(const void *p)
+{
+	uint32_t g = ht_sampled_bucket(p) / HT_SUMMARY_SPAN;
+
+	return (atomic_load_explicit(&ht_sampled_summary[g / 64], memory_order_relaxed) >>
+		(g % 64)) & 1;
+}
 
 static inline int ht_sampled_maybe(const void *p)
 {
 	uint32_t b = ht_sampled_bucket(p);
 
-	if (!((atomic_load_explicit(&ht_sampled_summary, memory_order_relaxed) >> (b / 1024)) & 1))
+	if (!ht_sampled_summary_maybe(p))
 		return 0;
 	return (atomic_load_explicit(&ht_sampled_bits[b / 64], memory_order_relaxed) >>
 		(b % 64)) & 1;
@@ -427,11 +448,14 @@ static inline int ht_may_keep_free(const void *p)
 #define HT_BOOT_POOL_BYTES (64u << 10)
 extern uint8_t ht_boot_pool[HT_BOOT_POOL_BYTES] __attribute__((visibility("hidden")));
 
-/* Sampling's fast path in free: a block never recorded goes straight through. */
+/*
+ * Sampling's fast path in free: a block never recorded goes straight
+ * through.  Not sampling, and for the bootstrap pool's blocks, the summary
+ * says "maybe": the slow path sorts them out.
+ */
 static inline int ht_sample_pass_free(const void *p)
 {
-	return ht_cfg.sample_bytes && !ht_sampled_maybe(p) &&
-	       (uintptr_t)p - (uintptr_t)ht_boot_pool >= HT_BOOT_POOL_BYTES;
+	return !ht_sampled_summary_maybe(p);
 }
 
 /* Record this free?  Always, unless sampling never recorded the block. */
@@ -439,8 +463,6 @@ static inline int ht_keep_free(void *p)
 {
 	if (HT_LIKELY(!ht_cfg.sample_bytes))
 		return 1;
-	if (!atomic_load_explicit(ht_sampled_count, memory_order_relaxed))
-		return 0;
 	return sample_forget(p);
 }
 
