@@ -366,6 +366,8 @@ static int parse_process(struct dump *d, struct rd *r, int commit)
 	pr->unwinder = (int)unw;
 	pr->max_depth = (unsigned)depth;
 	pr->flags = (unsigned)flags;
+	d->tshift = flags & HTR_PF_TIME_TICKS ? HTR_TICK_SHIFT : 0;
+	d->units = !!(flags & HTR_PF_PTR_UNITS);
 	pr->fork_generation = (unsigned)gen;
 	pr->exe = strndup((const char *)exe, exelen);
 	for (i = 0; i < cmdlen; i = n + 1) {
@@ -808,6 +810,7 @@ static int emit_record(struct dump *d, struct tlrec *t, uint64_t *time)
 		return -ENOMEM;
 	}
 	e->kind = BEV_RARE;
+	e->handle = HANDLE_NONE;	/* read by the replay's read-ahead */
 	e->aux = b->nrare++;
 	e->time = ev->time;
 	*time = ev->time;
@@ -1346,16 +1349,13 @@ static int take_rare(struct dump *d, struct batch *b, const struct bev *e,
 size_t dump_heap_run(struct dump *d, const struct bev **first, size_t max)
 {
 	struct batch *b = d->cb;
-	size_t i, end;
+	size_t n;
 
 	if (!b)
 		return 0;
-	end = b->n - b->pos < max ? b->n : b->pos + max;
-	for (i = b->pos; i < end; i++)
-		if (b->ev[i].kind != DUMP_ALLOC && b->ev[i].kind != DUMP_FREE)
-			break;
+	n = b->n - b->pos < max ? b->n - b->pos : max;
 	*first = b->ev + b->pos;
-	return i - b->pos;
+	return n;
 }
 
 void dump_heap_took(struct dump *d, size_t n, uint64_t max_time)

@@ -73,17 +73,34 @@ struct chunk {
 	int plain;			/* unpacked already (HTR_PF_PACKED) */
 };
 
-/* A decoded event waiting for its turn. */
+/*
+ * One entry of a batch.  Heap and control events: the event, with 'aux'
+ * its old_ptr (DUMP_ALLOC) or id (the rest).  BEV_STACK: stack 'aux' is
+ * defined with 'size' frames at 'ptr' (in the producer's frame arena, kept
+ * until dump_close()).  BEV_RARE: b->rare[aux] holds a whole event.
+ */
+struct bev {
+	uint64_t time, ptr, size, usable, aux, client;
+	uint32_t stack, tid;
+	uint32_t handle;		/* DUMP_ALLOC, DUMP_FREE: see HANDLE_NONE */
+	uint8_t kind, api, flags;
+};
+
+/*
+ * A decoded event waiting for its turn, already in the shape of its batch
+ * entry (its handle and flags left at 0, its tid set when the cursor was
+ * made): delivering it is a copy.
+ */
 struct head {
-	uint64_t time, ptr, old_ptr, size, usable, id, client;
+	struct bev b;
 	const uint8_t *text;
 	size_t textlen;
-	uint32_t stack;
-	uint8_t kind, api, cls;
+	uint8_t cls;
 };
 
 struct cursor {
 	uint32_t tid, idx;
+	uint64_t order;			/* ORD_CURSOR | idx: cursor_order() without the class */
 	uint64_t client;		/* CLIENT_SET state */
 	struct frame *f;		/* frame of the current chunk */
 	const uint8_t *p, *end;		/* rest of the current chunk */
@@ -170,6 +187,7 @@ struct hslot {
 struct hmap {
 	struct hslot *s;
 	size_t mask, n;			/* capacity - 1, entries */
+	size_t limit;			/* entries that fill it (hmap_full()); 0 with no table */
 	unsigned shift;			/* 64 - log2(capacity) */
 	uint32_t *spare;		/* freed handles, reused last in, first out */
 	size_t nspare, capspare;
@@ -202,9 +220,7 @@ static inline int hmap_put(struct hmap *m, uint64_t ptr, uint32_t h);
 
 static inline int hmap_full(const struct hmap *m)
 {
-	size_t cap = m->mask + 1;
-
-	return !m->s || (m->n + 1) * (cap < HMAP_SPARSE_MAX ? 8 : 4) > cap;
+	return m->n >= m->limit;
 }
 
 static inline int hmap_grow(struct hmap *m)
@@ -221,6 +237,7 @@ static inline int hmap_grow(struct hmap *m)
 	n.mask = cap - 1;
 	n.shift = 64 - bits;
 	n.n = 0;
+	n.limit = cap / (cap < HMAP_SPARSE_MAX ? 8 : 4);
 	for (i = 0; m->s && i <= m->mask; i++)
 		if (m->s[i].key)
 			hmap_put(&n, m->s[i].key, m->s[i].val);
@@ -332,19 +349,6 @@ static inline uint32_t hmap_free(struct hmap *m, uint64_t ptr)
 enum { BEV_STACK = 64, BEV_RARE };
 #define BEV_TEXT 1			/* flags: text at b->text + usable */
 
-/*
- * One entry of a batch.  Heap and control events: the event, with 'aux'
- * its old_ptr (DUMP_ALLOC) or id (the rest).  BEV_STACK: stack 'aux' is
- * defined with 'size' frames at 'ptr' (in the producer's frame arena, kept
- * until dump_close()).  BEV_RARE: b->rare[aux] holds a whole event.
- */
-struct bev {
-	uint64_t time, ptr, size, usable, aux, client;
-	uint32_t stack, tid;
-	uint32_t handle;		/* DUMP_ALLOC, DUMP_FREE: see HANDLE_NONE */
-	uint8_t kind, api, flags;
-};
-
 /* A top-level record's event; a module load carries the module itself. */
 struct rare {
 	struct dump_event ev;
@@ -401,6 +405,8 @@ struct dump {
 	struct arena_block *arena;
 
 	struct dump_process proc;
+	unsigned tshift;		/* from proc.flags: HTR_PF_TIME_TICKS */
+	int units;			/* HTR_PF_PTR_UNITS */
 	struct hmap hm;			/* handles of the live heap blocks */
 	uint64_t pfsize;		/* the file's size as the producer last heard */
 	pthread_mutex_t *flock;		/* guards free_frames once a reader thread runs */
@@ -530,7 +536,7 @@ static inline void sift_down(struct hitem *h, size_t n, size_t i)
 
 static inline uint64_t cursor_order(const struct cursor *c)
 {
-	return ((uint64_t)c->h.cls << 56) | ORD_CURSOR | c->idx;
+	return ((uint64_t)c->h.cls << 56) | c->order;
 }
 
 /* dump.c */
@@ -561,11 +567,13 @@ int dump_module_unload(struct dump *d, struct rd *r, struct dump_event *ev);
 
 /*
  * The replay's fast lane (replay.c).  dump_heap_run() points *first at the
- * next entries of the batch being handed out and returns how many of them
- * in a row are DUMP_ALLOC or DUMP_FREE (at most 'max'; 0 when the next one
- * is anything else or the batch is spent): the caller may apply them
- * straight from there, then says how many it took and the latest time among
- * them with dump_heap_took().  The entries stay valid until dump_next().
+ * next entries of the batch being handed out and returns how many there are
+ * (at most 'max'; 0 when the batch is spent): the caller may apply the
+ * DUMP_ALLOC and DUMP_FREE entries among the first of them straight from
+ * there, up to the first of another kind (which it must leave to
+ * dump_next()), then says how many it took and the latest time among them
+ * with dump_heap_took().  The entries stay valid until dump_next(); every
+ * entry's handle is set.
  */
 size_t dump_heap_run(struct dump *d, const struct bev **first, size_t max);
 void dump_heap_took(struct dump *d, size_t n, uint64_t max_time);

@@ -218,6 +218,7 @@ static int define_stack(struct dump *d, struct rd *r)
 	if (!e)
 		return -ENOMEM;
 	e->kind = BEV_STACK;
+	e->handle = HANDLE_NONE;	/* read by the replay's read-ahead */
 	e->aux = id;
 	e->size = depth;
 	e->ptr = (uintptr_t)fr;
@@ -267,14 +268,11 @@ static int apply_span(struct dump *d, struct cursor *c, const uint8_t *end)
  * a tenth byte with its continuation bit, but no loop and no bounds test
  * per byte when ten bytes are left.
  */
-static inline const uint8_t *get_u(const uint8_t *p, const uint8_t *end,
-				   uint64_t *out)
+static inline const uint8_t *get_u_room(const uint8_t *p, uint64_t *out)
 {
 	uint64_t r, b;
 	int i;
 
-	if (__builtin_expect(end - p < HTR_VARINT_MAX, 0))
-		return htr_get_u64(p, end, out);
 	b = p[0];
 	if (b < 0x80) {
 		*out = b;
@@ -304,8 +302,22 @@ static inline const uint8_t *get_u(const uint8_t *p, const uint8_t *end,
 	return NULL;
 }
 
+static inline const uint8_t *get_u(const uint8_t *p, const uint8_t *end,
+				   uint64_t *out)
+{
+	if (__builtin_expect(end - p < HTR_VARINT_MAX, 0))
+		return htr_get_u64(p, end, out);
+	return get_u_room(p, out);
+}
+
 #define GETU(v) do {							\
 	if (!(p = get_u(p, end, &(v))))					\
+		goto runs_off;						\
+} while (0)
+
+/* GETU when the event's fields cannot run off the chunk (checked once) */
+#define GETU_ROOM(v) do {						\
+	if (!(p = get_u_room(p, &(v))))					\
 		goto runs_off;						\
 } while (0)
 
@@ -332,14 +344,15 @@ static inline int api_ok(unsigned api)
  * queue is empty, -1 on corrupt data (the reader is stopped) or -ENOMEM
  * (d->failed).
  */
-static int cursor_advance(struct dump *d, struct cursor *c)
+static inline __attribute__((always_inline)) int cursor_advance(struct dump *d, struct cursor *c)
 {
 	const uint8_t *p = c->p, *end = c->end, *ev0 = NULL;
 	uint64_t t = c->time, prev = c->prev_ptr, dt, v, v2, size, extra, stack, sub;
 	/* the compact encodings the shim announces in the process record */
-	unsigned tshift = d->proc.flags & HTR_PF_TIME_TICKS ? HTR_TICK_SHIFT : 0;
-	int units = !!(d->proc.flags & HTR_PF_PTR_UNITS);
+	unsigned tshift = d->tshift;
+	int units = d->units;
 	struct head *h = &c->h;
+	struct bev *hb = &c->h.b;
 	const char *what = "an event runs off the end of its chunk";
 	int ret;
 
@@ -392,43 +405,56 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 
 		switch (HTR_EV_TYPE(b)) {
 		case HTR_EV_ALLOC:
-			GETU(dt);
-			GETU(v);
-			GETU(size);
-			GETU(extra);
-			GETU(stack);
+			if (__builtin_expect(end - p >= 5 * HTR_VARINT_MAX, 1)) {
+				GETU_ROOM(dt);
+				GETU_ROOM(v);
+				GETU_ROOM(size);
+				GETU_ROOM(extra);
+				GETU_ROOM(stack);
+			} else {
+				GETU(dt);
+				GETU(v);
+				GETU(size);
+				GETU(extra);
+				GETU(stack);
+			}
 			if (!api_ok(api) || stack > UINT32_MAX)
 				goto bad_field;
 			t += dt << tshift;
 			prev += (uint64_t)PTR_DELTA(v);
-			h->kind = DUMP_ALLOC;
+			hb->kind = DUMP_ALLOC;
 			h->cls = CLS_ALLOC;
-			h->api = (uint8_t)api;
-			h->time = t;
-			h->ptr = prev;
-			h->old_ptr = 0;
-			h->size = size;
-			h->usable = size + extra;
-			h->stack = (uint32_t)stack;
-			h->client = c->client;
+			hb->api = (uint8_t)api;
+			hb->time = t;
+			hb->ptr = prev;
+			hb->aux = 0;		/* old_ptr */
+			hb->size = size;
+			hb->usable = size + extra;
+			hb->stack = (uint32_t)stack;
+			hb->client = c->client;
 			h->text = NULL;
 			goto ready;
 		case HTR_EV_FREE:
-			GETU(dt);
-			GETU(v);
+			if (__builtin_expect(end - p >= 2 * HTR_VARINT_MAX, 1)) {
+				GETU_ROOM(dt);
+				GETU_ROOM(v);
+			} else {
+				GETU(dt);
+				GETU(v);
+			}
 			if (!api_ok(api))
 				goto bad_field;
 			t += dt << tshift;
 			prev += (uint64_t)PTR_DELTA(v);
-			h->kind = DUMP_FREE;
+			hb->kind = DUMP_FREE;
 			h->cls = CLS_FREE;
-			h->api = (uint8_t)api;
-			h->time = t;
-			h->ptr = prev;
-			h->old_ptr = 0;
-			h->size = h->usable = 0;
-			h->stack = 0;
-			h->client = c->client;
+			hb->api = (uint8_t)api;
+			hb->time = t;
+			hb->ptr = prev;
+			hb->aux = 0;
+			hb->size = hb->usable = 0;
+			hb->stack = 0;
+			hb->client = c->client;
 			h->text = NULL;
 			goto ready;
 		case HTR_EV_REALLOC: {
@@ -445,26 +471,26 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 				goto bad_field;
 			t1 = t + (dt << tshift);
 			t = t1 + (dt2 << tshift);
-			h->kind = DUMP_FREE;
+			hb->kind = DUMP_FREE;
 			h->cls = CLS_FREE;
-			h->api = (uint8_t)api;
-			h->time = t1;
-			h->ptr = prev + (uint64_t)PTR_DELTA(v);
-			h->old_ptr = 0;
-			h->size = h->usable = 0;
-			h->stack = 0;
-			h->client = c->client;
+			hb->api = (uint8_t)api;
+			hb->time = t1;
+			hb->ptr = prev + (uint64_t)PTR_DELTA(v);
+			hb->aux = 0;
+			hb->size = hb->usable = 0;
+			hb->stack = 0;
+			hb->client = c->client;
 			h->text = NULL;
-			prev = h->ptr + (uint64_t)PTR_DELTA(v2);
+			prev = hb->ptr + (uint64_t)PTR_DELTA(v2);
 			c->r = *h;
-			c->r.kind = DUMP_ALLOC;
+			c->r.b.kind = DUMP_ALLOC;
 			c->r.cls = CLS_ALLOC;
-			c->r.time = t;
-			c->r.ptr = prev;
-			c->r.old_ptr = h->ptr;
-			c->r.size = size;
-			c->r.usable = size + extra;
-			c->r.stack = (uint32_t)stack;
+			c->r.b.time = t;
+			c->r.b.ptr = prev;
+			c->r.b.aux = hb->ptr;	/* old_ptr */
+			c->r.b.size = size;
+			c->r.b.usable = size + extra;
+			c->r.b.stack = (uint32_t)stack;
 			c->realloc_pending = 1;
 			goto ready;
 		}
@@ -488,67 +514,67 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 			GETU(dt);
 			GETU(sub);
 			t += dt << tshift;
-			h->time = t;
+			hb->time = t;
 			h->cls = CLS_ALLOC;
-			h->api = 0;
-			h->ptr = h->old_ptr = h->size = h->usable = h->id = 0;
-			h->stack = 0;
-			h->client = c->client;
+			hb->api = 0;
+			hb->ptr = hb->size = hb->usable = hb->aux = 0;
+			hb->stack = 0;
+			hb->client = c->client;
 			h->text = NULL;
 			switch (sub) {
 			case HTR_SUB_THREAD_START:
-				GETU(h->id);
-				h->kind = DUMP_THREAD_START;
+				GETU(hb->aux);
+				hb->kind = DUMP_THREAD_START;
 				goto ready;
 			case HTR_SUB_THREAD_EXIT:
-				h->kind = DUMP_THREAD_EXIT;
+				hb->kind = DUMP_THREAD_EXIT;
 				goto ready;
 			case HTR_SUB_THREAD_NAME:
 				GETSTR(h->text, h->textlen);
-				h->kind = DUMP_THREAD_NAME;
+				hb->kind = DUMP_THREAD_NAME;
 				goto ready;
 			case HTR_SUB_CLIENT_BEGIN:
-				GETU(h->id);
+				GETU(hb->aux);
 				GETSTR(h->text, h->textlen);
-				h->kind = DUMP_CLIENT_BEGIN;
+				hb->kind = DUMP_CLIENT_BEGIN;
 				goto ready;
 			case HTR_SUB_CLIENT_END:
-				GETU(h->id);
-				h->kind = DUMP_CLIENT_END;
+				GETU(hb->aux);
+				hb->kind = DUMP_CLIENT_END;
 				goto ready;
 			case HTR_SUB_CLIENT_SET:
 				GETU(v);
 				c->client = v;
 				continue;
 			case HTR_SUB_POOL_CREATE:
-				GETU(h->id);
+				GETU(hb->aux);
 				GETSTR(h->text, h->textlen);
-				h->kind = DUMP_POOL_CREATE;
+				hb->kind = DUMP_POOL_CREATE;
 				goto ready;
 			case HTR_SUB_POOL_DESTROY:
-				GETU(h->id);
-				h->kind = DUMP_POOL_DESTROY;
+				GETU(hb->aux);
+				hb->kind = DUMP_POOL_DESTROY;
 				goto ready;
 			case HTR_SUB_POOL_ALLOC:
-				GETU(h->id);
+				GETU(hb->aux);
 				GETU(v);
 				GETU(size);
 				GETU(stack);
 				if (stack > UINT32_MAX)
 					goto bad_field;
 				prev += (uint64_t)PTR_DELTA(v);
-				h->ptr = prev;
-				h->size = h->usable = size;
-				h->stack = (uint32_t)stack;
-				h->kind = DUMP_POOL_ALLOC;
+				hb->ptr = prev;
+				hb->size = hb->usable = size;
+				hb->stack = (uint32_t)stack;
+				hb->kind = DUMP_POOL_ALLOC;
 				goto ready;
 			case HTR_SUB_POOL_FREE:
-				GETU(h->id);
+				GETU(hb->aux);
 				GETU(v);
 				prev += (uint64_t)PTR_DELTA(v);
-				h->ptr = prev;
+				hb->ptr = prev;
 				h->cls = CLS_FREE;
-				h->kind = DUMP_POOL_FREE;
+				hb->kind = DUMP_POOL_FREE;
 				goto ready;
 			default:
 				what = "unknown control event";
@@ -561,8 +587,8 @@ static int cursor_advance(struct dump *d, struct cursor *c)
 	}
 ready:
 	/* the handle map is probed when this head is delivered: fetch its slot now */
-	if ((h->kind == DUMP_ALLOC || h->kind == DUMP_FREE) && d->hm.s)
-		__builtin_prefetch(&d->hm.s[hmap_home(&d->hm, h->ptr)]);
+	if ((hb->kind == DUMP_ALLOC || hb->kind == DUMP_FREE) && d->hm.s)
+		__builtin_prefetch(&d->hm.s[hmap_home(&d->hm, hb->ptr)]);
 	c->p = p;
 	c->end = end;
 	c->time = t;
@@ -607,7 +633,9 @@ static struct cursor *cursor_get(struct dump *d, uint32_t tid)
 		return NULL;
 	}
 	c->tid = tid;
+	c->h.b.tid = tid;		/* the head's batch entry carries it */
 	c->idx = d->next_idx++;
+	c->order = ORD_CURSOR | c->idx;
 	d->ncursors++;
 	return c;
 }
@@ -675,7 +703,7 @@ int dump_enqueue_chunk(struct dump *d, struct frame *f, uint32_t tid,
 		return 0;
 	ret = cursor_advance(d, c);
 	if (ret == 1) {
-		if (dump_heap_push(d, c->h.time, cursor_order(c), c))
+		if (dump_heap_push(d, c->h.b.time, cursor_order(c), c))
 			return dump_bad(d, "out of memory");
 		c->in_heap = 1;
 	}
@@ -752,9 +780,18 @@ int dump_module_unload(struct dump *d, struct rd *r, struct dump_event *ev)
 int dump_emit_cursor(struct dump *d, struct cursor *c, uint64_t *time)
 {
 	const struct head *h = &c->h;
+	const struct hitem *ru = NULL;
 	struct bev *e;
 	int ret, exiting;
 
+	/*
+	 * The runner-up: the lesser child of the top, which the rest of the
+	 * heap cannot overtake while this cursor leads.  As long as its next
+	 * event still sorts before it, the top's key changes and the heap
+	 * stays a heap without a sift.
+	 */
+	if (d->nheap > 1)
+		ru = d->nheap > 2 && hless(&d->heap[2], &d->heap[1]) ? &d->heap[2] : &d->heap[1];
 again:
 	if (c->span) {
 		ret = apply_span(d, c, c->span_end);
@@ -768,21 +805,10 @@ again:
 	e = dump_bev_add(d);
 	if (!e)
 		goto nomem;
-	e->kind = h->kind;
-	e->api = h->api;
-	e->flags = 0;
-	e->time = h->time;
-	e->tid = c->tid;
-	e->ptr = h->ptr;
-	e->aux = h->kind == DUMP_ALLOC ? h->old_ptr : h->id;
-	e->size = h->size;
-	e->usable = h->usable;
-	e->stack = h->stack;
-	e->client = h->client;
-	e->handle = HANDLE_NONE;
-	if (h->ptr && (h->kind == DUMP_ALLOC || h->kind == DUMP_FREE)) {
-		e->handle = h->kind == DUMP_ALLOC ? hmap_alloc(&d->hm, h->ptr) :
-			    hmap_free(&d->hm, h->ptr);
+	*e = h->b;			/* handle HANDLE_NONE, flags 0 */
+	if (h->b.ptr && (h->b.kind == DUMP_ALLOC || h->b.kind == DUMP_FREE)) {
+		e->handle = h->b.kind == DUMP_ALLOC ? hmap_alloc(&d->hm, h->b.ptr) :
+			    hmap_free(&d->hm, h->b.ptr);
 		if (e->handle == HANDLE_NONE)
 			goto nomem;
 	}
@@ -794,8 +820,8 @@ again:
 		e->flags = BEV_TEXT;
 		e->usable = (uint64_t)off;
 	}
-	*time = h->time;
-	exiting = h->kind == DUMP_THREAD_EXIT;
+	*time = h->b.time;
+	exiting = h->b.kind == DUMP_THREAD_EXIT;
 	if (exiting)
 		c->client = 0;
 	if (c->realloc_pending) {
@@ -806,17 +832,20 @@ again:
 		ret = cursor_advance(d, c);
 	}
 	if (ret == 1) {
-		d->heap[0].time = c->h.time;
+		d->heap[0].time = c->h.b.time;
 		d->heap[0].order = cursor_order(c);
-		sift_down(d->heap, d->nheap, 0);
+		if (ru && !hless(&d->heap[0], ru)) {
+			sift_down(d->heap, d->nheap, 0);
+			return 1;
+		}
 		/*
 		 * Still on top and due (produce()'s test): the next one goes
 		 * out from here.  One thread leads the merge for a run of
 		 * events about half the time; the merge loop is skipped for
 		 * them, its bookkeeping of the time done here.
 		 */
-		if (d->heap[0].obj == c && d->pb->n < BATCH_EVENTS &&
-		    (c->h.time < d->wm || d->flush || d->hold > d->hold_limit) &&
+		if (d->pb->n < BATCH_EVENTS &&
+		    (c->h.b.time < d->wm || d->flush || d->hold > d->hold_limit) &&
 		    !d->stopped && !d->failed) {
 			if (*time < d->now) {
 				if (!d->disorder++ && d->warn_kind == WARN_NONE)

@@ -330,6 +330,7 @@ struct observer {
 struct replay {
 	struct dump *d;
 	double sample_bytes;	/* > 0: the dump holds a Poisson sample by bytes */
+	int sampled;		/* sample_bytes > 0 */
 	struct heapset live;
 	struct livemap pool_live;
 	struct hmap own;	/* ptr -> handle when the reader gives none */
@@ -634,15 +635,27 @@ static inline uint64_t est_bytes(const struct replay *r, uint64_t size)
 	       (uint64_t)((double)size * sample_weight(r, size) + 0.5);
 }
 
+/* Which family an api belongs to (enum htr_family), by table: a free looks it up twice. */
+static const uint8_t api_family[32] = {
+	[HTR_API_NEW] = HTR_FAMILY_NEW,
+	[HTR_API_DELETE] = HTR_FAMILY_NEW,
+	[HTR_API_NEW_ARRAY] = HTR_FAMILY_NEW_ARRAY,
+	[HTR_API_DELETE_ARRAY] = HTR_FAMILY_NEW_ARRAY,
+};
+_Static_assert(HTR_FAMILY_MALLOC == 0, "the table's default is malloc's family");
+
 /* Takes a block out of the accounting of its site (and the totals). */
 static inline __attribute__((always_inline)) void unaccount(struct replay *r, const struct slot *s, int heap)
 {
-	struct site *st = site_get(r, s->stack);
-	uint64_t size = heap ? est_bytes(r, slot_size(s)) : slot_size(s);
-	uint64_t n = heap ? est_count(r, slot_size(s)) : 1;
+	/* the site exists: the block was accounted to it (a slot's stack is its site's) */
+	struct site *st = r->byid[s->stack];
+	uint64_t size = slot_size(s), n = 1;
 	unsigned reach = slot_reach(s);
 
-	/* the site exists: the block was accounted to it */
+	if (heap && __builtin_expect(r->sampled, 0)) {
+		n = est_count(r, size);
+		size = est_bytes(r, size);
+	}
 	site_touch(r, st);
 	st->s.live_bytes -= size;
 	st->s.live_blocks -= n;
@@ -722,8 +735,12 @@ HOT int alloc_core(struct replay *r, uint64_t time, uint32_t tid, unsigned api,
 
 	site_touch(r, st);
 	{
-		uint64_t n = est_count(r, size), bytes = est_bytes(r, size);
+		uint64_t n = 1, bytes = size;
 
+		if (__builtin_expect(r->sampled, 0)) {
+			n = est_count(r, size);
+			bytes = est_bytes(r, size);
+		}
 		st->s.allocations += n;
 		st->s.allocated_bytes += bytes;
 		st->s.live_bytes += bytes;
@@ -779,7 +796,7 @@ HOT int free_core(struct replay *r, uint32_t tid, unsigned api, uint64_t ptr,
 		st->s.temporary++;
 		r->t.temporary++;
 	}
-	if (api && htr_api_family(api) != htr_api_family(slot_api(s))) {
+	if (api && api_family[api & 31u] != api_family[slot_api(s)]) {
 		st->s.mismatches++;
 		r->t.mismatches++;
 	}
@@ -810,8 +827,7 @@ static int apply_free(struct replay *r, const struct dump_event *ev)
 /* The fast lane's: an allocation or a free straight from the reader's batch. */
 HOT int apply_bev(struct replay *r, const struct bev *e)
 {
-	if (e->time > r->t.duration)
-		r->t.duration = e->time;
+	/* the caller keeps r->t.duration */
 	if (e->kind == DUMP_ALLOC)
 		return alloc_core(r, e->time, e->tid, e->api, e->ptr, e->aux,
 				  e->size, e->usable, e->stack, e->client, e->handle, NULL);
@@ -1062,6 +1078,7 @@ struct replay *replay_new(struct dump *d)
 	r->d = d;
 	if (dump_process(d))
 		r->sample_bytes = (double)dump_process(d)->sample_bytes;
+	r->sampled = r->sample_bytes > 0;
 	if (hs_grow(&r->live, 1) < 0 || lm_init(&r->pool_live, 4) < 0) {
 		replay_free(r);
 		errno = ENOMEM;
@@ -1199,9 +1216,10 @@ static inline int consume(struct replay *r)
 /*
  * The fast lane.  With no observer and nothing in the ring, allocations and
  * frees go from the reader's batch to the live map with no struct
- * dump_event in between: dump_heap_run() lends a run of them, which is also
- * the read-ahead (the entry FAST_AHEAD further on names the slot to
- * prefetch).  Anything else takes the general path, one event at a time.
+ * dump_event in between: dump_heap_run() lends the entries of the batch,
+ * which are also the read-ahead (the entry FAST_AHEAD further on names the
+ * slot to prefetch), and the lane applies them up to the first that is
+ * neither.  Anything else takes the general path, one event at a time.
  *
  * The reader's functions are weak: the unit tests link replay.o with a
  * scripted reader of their own, which has no fast lane.
@@ -1227,47 +1245,75 @@ static void fast_sync(struct replay *r)
 	r->run_max = 0;
 }
 
+static inline int is_heap(const struct bev *e)
+{
+	return e->kind == DUMP_ALLOC || e->kind == DUMP_FREE;
+}
+
+/* The next entry of the lent run when the lane may apply it, else NULL. */
 static inline const struct bev *fast_peek(struct replay *r)
 {
 	if (r->run_i < r->run_n)
-		return &r->run[r->run_i];
+		return is_heap(&r->run[r->run_i]) ? &r->run[r->run_i] : NULL;
 	if (r->nobs || r->count || !dump_heap_run)
 		return NULL;
 	fast_sync(r);
 	r->run_n = dump_heap_run(r->d, &r->run, FAST_RUN);
-	return r->run_n ? r->run : NULL;
+	return r->run_n && is_heap(r->run) ? r->run : NULL;
 }
 
-static inline int fast_take(struct replay *r, const struct bev *e)
+/*
+ * Applies up to n of the next entries of the lent run, stopping before the
+ * first that is not an allocation or a free: 1, or -1.  One loop with the
+ * bodies expanded in it, the tests that hold for the whole run (prefetch or
+ * not, the latest time) taken out of the per-event path.
+ */
+static inline __attribute__((always_inline)) int fast_take_n(struct replay *r, size_t n)
 {
-	if (r->live.cap >= PREFETCH_MIN_SLOTS && r->run_i + FAST_AHEAD < r->run_n) {
-		const struct bev *a = &r->run[r->run_i + FAST_AHEAD];
+	const struct bev *e = r->run + r->run_i, *end = e + n;
+	/* the entries FAST_AHEAD further on exist up to here */
+	const struct bev *ahead = r->run_n > FAST_AHEAD ? r->run + r->run_n - FAST_AHEAD : r->run;
+	uint64_t mx = r->run_max;
+	int rc = 1;
 
-		if (a->handle < r->live.cap) {
-			__builtin_prefetch(&r->live.s[a->handle], 1);
-			__builtin_prefetch(&r->live.c[a->handle], 1);
+	if (r->live.cap < PREFETCH_MIN_SLOTS)
+		ahead = r->run;
+	for (; e < end; e++) {
+		if (!is_heap(e))
+			break;
+		if (e < ahead) {
+			const struct bev *a = e + FAST_AHEAD;
+
+			if (a->handle < r->live.cap) {
+				__builtin_prefetch(&r->live.s[a->handle], 1);
+				__builtin_prefetch(&r->live.c[a->handle], 1);
+			}
+		}
+		if (e->time > mx)
+			mx = e->time;
+		if (apply_bev(r, e) < 0) {
+			e++;
+			rc = -1;
+			break;
 		}
 	}
-	r->run_i++;
-	if (e->time > r->run_max)
-		r->run_max = e->time;
-	return apply_bev(r, e) < 0 ? -1 : 1;
+	r->run_i = (size_t)(e - r->run);
+	r->run_max = mx;
+	if (mx > r->t.duration)
+		r->t.duration = mx;
+	return rc;
 }
 
 int replay_step(struct replay *r, struct dump_event *ev)
 {
 	struct dump_event *e;
-	const struct bev *b;
 	int rc;
 
-	if (!ev && (b = fast_peek(r))) {
-		int k;
+	if (!ev && fast_peek(r)) {
+		size_t n = r->run_n - r->run_i;
 
 		/* a few in one call: the caller's loop is not worth a call per event */
-		for (k = 1; k < FAST_STEP && r->run_i + 1 < r->run_n; k++)
-			if (fast_take(r, b++) < 0)
-				return -1;
-		return fast_take(r, b);
+		return fast_take_n(r, n < FAST_STEP ? n : FAST_STEP);
 	}
 	fast_sync(r);
 	rc = fetch(r);
@@ -1284,12 +1330,11 @@ int replay_step(struct replay *r, struct dump_event *ev)
 
 int replay_run(struct replay *r)
 {
-	const struct bev *b;
 	int rc;
 
 	for (;;) {
-		while ((b = fast_peek(r)))
-			if (fast_take(r, b) < 0)
+		while (fast_peek(r))
+			if (fast_take_n(r, r->run_n - r->run_i) < 0)
 				goto fail;
 		fast_sync(r);
 		if ((rc = fetch(r)) <= 0)
@@ -1309,11 +1354,15 @@ int replay_run_until(struct replay *r, uint64_t time)
 
 	for (;;) {
 		while ((b = fast_peek(r))) {
-			if (b->time > time) {
+			size_t n = 0, left = r->run_n - r->run_i;
+
+			while (n < left && is_heap(&b[n]) && b[n].time <= time)
+				n++;
+			if (!n) {
 				fast_sync(r);
 				return 0;
 			}
-			if (fast_take(r, b) < 0) {
+			if (fast_take_n(r, n) < 0) {
 				fast_sync(r);
 				return -1;
 			}

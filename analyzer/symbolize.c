@@ -2,7 +2,9 @@
 #include <dwarf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,6 +51,7 @@ struct symmod {
 	int ranges_built;
 	struct cu_range *ranges;	/* sorted by lo */
 	size_t nranges;
+	char *held_warn;	/* opened ahead (sym_prewarm): its warning, told on first use */
 };
 
 /* Cache key: module index and offset, or -1 and the raw ip. */
@@ -87,6 +90,17 @@ struct symbolizer {
 	/* Scratch for building one address's frames. */
 	struct sym_frame *tmp;
 	size_t tmp_n, tmp_cap;
+	/*
+	 * sym_prewarm(): the thread, and what it works from (copies taken
+	 * before it started: the reader goes on meanwhile).  'ahead' is set
+	 * while the thread runs and only the thread reads it.
+	 */
+	pthread_t warm;
+	int warming, ahead;
+	struct dump_module *warm_mods;
+	size_t warm_nmods;
+	struct dump_frame *warm_frames;
+	size_t warm_nframes;
 };
 
 /*
@@ -123,19 +137,10 @@ static const char *intern(struct symbolizer *s, const char *str)
 	return e->s;
 }
 
-static void add_warning(struct symbolizer *s, const char *fmt, ...)
+static void add_warning_line(struct symbolizer *s, const char *line)
 {
-	char line[1024];
-	va_list ap;
-	int n;
+	size_t n = strlen(line);
 
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(line))
-		n = sizeof(line) - 1;
 	if (s->warn_len + n + 2 > s->warn_cap) {
 		size_t cap = s->warn_cap ? s->warn_cap * 2 : 512;
 		char *w;
@@ -152,6 +157,46 @@ static void add_warning(struct symbolizer *s, const char *fmt, ...)
 	s->warn_len += n;
 	s->warn[s->warn_len++] = '\n';
 	s->warn[s->warn_len] = '\0';
+}
+
+/*
+ * A module's warning.  Opened ahead of time (sym_prewarm's thread), the
+ * module keeps it until the report first uses the module: the warnings, and
+ * their order, stay those of the modules the report reads.
+ */
+__attribute__((format(printf, 3, 4)))
+static void mod_warning(struct symbolizer *s, struct symmod *m, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (s->ahead) {
+		free(m->held_warn);
+		m->held_warn = strdup(line);
+	} else {
+		add_warning_line(s, line);
+	}
+}
+
+/* Waits for sym_prewarm()'s thread: the symbolizer is the caller's again. */
+static void warm_join(struct symbolizer *s)
+{
+	if (!s->warming)
+		return;
+	pthread_join(s->warm, NULL);
+	s->warming = 0;
+	s->ahead = 0;
+	free(s->warm_mods);
+	free(s->warm_frames);
+	s->warm_mods = NULL;
+	s->warm_frames = NULL;
+	s->warm_nmods = s->warm_nframes = 0;
 }
 
 struct symbolizer *sym_new(const struct dump *d)
@@ -180,10 +225,12 @@ void sym_free(struct symbolizer *s)
 
 	if (!s)
 		return;
+	warm_join(s);
 	for (size_t i = 0; i < s->nmods; i++) {
 		if (s->mods[i].dwfl)
 			dwfl_end(s->mods[i].dwfl);
 		free(s->mods[i].ranges);
+		free(s->mods[i].held_warn);
 	}
 	free(s->mods);
 	HASH_ITER(hh, s->cache, e, et) {
@@ -207,11 +254,16 @@ void sym_free(struct symbolizer *s)
 
 const char *sym_warnings(const struct symbolizer *s)
 {
+	/* the symbolizer is never a const object: the join may write to it */
+	if (s)
+		warm_join((struct symbolizer *)s);
 	return s && s->warn_len ? s->warn : NULL;
 }
 
 void sym_print_warnings(struct symbolizer *s)
 {
+	if (s)
+		warm_join(s);
 	if (!s || s->warn_printed >= s->warn_len)
 		return;
 	fputs(s->warn + s->warn_printed, stderr);
@@ -222,6 +274,7 @@ struct sym_memo *sym_memo(struct symbolizer *s, uint32_t stack)
 {
 	struct memoent *m;
 
+	warm_join(s);
 	HASH_FIND(hh, s->memos, &stack, sizeof(stack), m);
 	if (m)
 		return &m->memo;
@@ -280,13 +333,13 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 		return;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		add_warning(s, "heaptrail: warning: cannot open '%s': %s; its frames are shown as addresses",
+		mod_warning(s, m, "heaptrail: warning: cannot open '%s': %s; its frames are shown as addresses",
 			    path, strerror(errno));
 		return;
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		add_warning(s, "heaptrail: warning: cannot read '%s': not an ELF file; its frames are shown as addresses",
+		mod_warning(s, m, "heaptrail: warning: cannot read '%s': not an ELF file; its frames are shown as addresses",
 			    path);
 		elf_end(elf);
 		close(fd);
@@ -295,7 +348,7 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 	ok = same_build_id(dm, elf);
 	elf_end(elf);
 	if (!ok) {
-		add_warning(s, "heaptrail: warning: '%s' changed since it was recorded (build-id differs); its frames are shown as addresses",
+		mod_warning(s, m, "heaptrail: warning: '%s' changed since it was recorded (build-id differs); its frames are shown as addresses",
 			    path);
 		close(fd);
 		return;
@@ -308,7 +361,7 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 	/* ET_DYN with add_p_vaddr: 'base' is the load bias (l_addr). */
 	m->mod = dwfl_report_elf(m->dwfl, path, path, fd, dm->load_bias, true);
 	if (!m->mod) {
-		add_warning(s, "heaptrail: warning: cannot read '%s': %s; its frames are shown as addresses",
+		mod_warning(s, m, "heaptrail: warning: cannot read '%s': %s; its frames are shown as addresses",
 			    path, dwfl_errmsg(-1));
 		close(fd);
 		dwfl_end(m->dwfl);
@@ -327,7 +380,12 @@ static struct symmod *get_module(struct symbolizer *s, int i)
 
 	if (i < 0)
 		return NULL;
-	mods = dump_modules(s->dump, &n);
+	if (s->ahead) {
+		mods = s->warm_mods;
+		n = s->warm_nmods;
+	} else {
+		mods = dump_modules(s->dump, &n);
+	}
 	if ((size_t)i >= n || !mods)
 		return NULL;
 	if ((size_t)i >= s->nmods) {
@@ -342,6 +400,11 @@ static struct symmod *get_module(struct symbolizer *s, int i)
 	}
 	if (s->mods[i].state == MOD_UNOPENED)
 		open_module(s, &s->mods[i], &mods[i]);
+	if (s->mods[i].held_warn && !s->ahead) {
+		add_warning_line(s, s->mods[i].held_warn);
+		free(s->mods[i].held_warn);
+		s->mods[i].held_warn = NULL;
+	}
 	return &s->mods[i];
 }
 
@@ -614,8 +677,8 @@ static void resolve_into_tmp(struct symbolizer *s, const struct dump_frame *f)
 	}
 }
 
-size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
-		   const struct sym_frame **out)
+static size_t sym_resolve_cached(struct symbolizer *s, const struct dump_frame *f,
+				 const struct sym_frame **out)
 {
 	static const struct sym_frame unknown;
 	struct symkey key;
@@ -644,4 +707,90 @@ size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
 	HASH_ADD(hh, s->cache, key, sizeof(key), e);
 	*out = e->frames;
 	return e->n;
+}
+
+size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
+		   const struct sym_frame **out)
+{
+	if (__builtin_expect(s->warming, 0))
+		warm_join(s);
+	return sym_resolve_cached(s, f, out);
+}
+
+/* ---- reading debug info ahead ---- */
+
+static void *warm_main(void *arg)
+{
+	struct symbolizer *s = arg;
+	const struct sym_frame *out;
+
+	for (size_t i = 0; i < s->warm_nframes; i++)
+		sym_resolve_cached(s, &s->warm_frames[i], &out);
+	return NULL;
+}
+
+/*
+ * Weak: the unit tests link this file with a scripted reader of their own,
+ * which has no stack count (and so nothing is read ahead there).
+ */
+extern uint32_t dump_stack_count(const struct dump *d) __attribute__((weak));
+
+/* Frames of a stack that a report may show: the top one is found among the first few. */
+#define WARM_DEPTH 6
+
+int sym_prewarm(struct symbolizer *s)
+{
+	const struct dump_module *mods;
+	size_t nmods = 0, nframes = 0;
+	uint32_t id, nstacks;
+	uint8_t *seen;
+
+	if (s->warming || !dump_stack_count)
+		return 0;
+	mods = dump_modules(s->dump, &nmods);
+	nstacks = dump_stack_count(s->dump);
+	if (!nmods || !mods || !nstacks)
+		return 0;
+	s->warm_mods = malloc(nmods * sizeof(*s->warm_mods));
+	s->warm_frames = malloc(nmods * sizeof(*s->warm_frames));
+	seen = calloc(nmods, 1);
+	if (!s->warm_mods || !s->warm_frames || !seen)
+		goto none;
+	memcpy(s->warm_mods, mods, nmods * sizeof(*mods));
+	s->warm_nmods = nmods;
+	/* one address per module is enough: libdw reads a module's sections whole */
+	for (id = 1; id <= nstacks && nframes < nmods; id++) {
+		const struct dump_stack *st = dump_stack(s->dump, id);
+
+		for (uint32_t k = 0; st && k < st->depth && k < WARM_DEPTH; k++) {
+			const struct dump_frame *f = &st->frames[k];
+
+			if (f->module < 0 || (size_t)f->module >= nmods || seen[f->module] ||
+			    ((size_t)f->module < s->nmods &&
+			     s->mods[f->module].state != MOD_UNOPENED))
+				continue;
+			seen[f->module] = 1;
+			s->warm_frames[nframes++] = *f;
+		}
+	}
+	free(seen);
+	seen = NULL;
+	s->warm_nframes = nframes;
+	if (!nframes)
+		goto none;
+	s->ahead = 1;
+	if (pthread_create(&s->warm, NULL, warm_main, s) != 0) {
+		s->ahead = 0;
+		goto none;
+	}
+	s->warming = 1;
+	return 1;
+none:
+	free(seen);
+	free(s->warm_mods);
+	free(s->warm_frames);
+	s->warm_mods = NULL;
+	s->warm_frames = NULL;
+	s->warm_nmods = s->warm_nframes = 0;
+	return 0;
 }

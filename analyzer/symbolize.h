@@ -40,6 +40,19 @@ void sym_free(struct symbolizer *s);
 size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
 		   const struct sym_frame **out);
 
+/*
+ * Reads ahead, on a thread of its own, the debug info of the modules that
+ * the stacks defined so far name near their top: libdw inflating a
+ * library's compressed DWARF then overlaps the caller's replay instead of
+ * following it.  Returns 1 when the thread started, 0 when there was
+ * nothing to do (or no thread).  Meanwhile the caller may go on reading
+ * the dump but must not use the symbolizer from another thread; every
+ * sym_* call waits for the thread first.  Results and warnings are the
+ * same as without it: a module opened ahead warns only once the caller
+ * uses it.
+ */
+int sym_prewarm(struct symbolizer *s);
+
 /* Warnings collected so far (build-id mismatches, missing files), or NULL. */
 const char *sym_warnings(const struct symbolizer *s);
 
