@@ -107,14 +107,16 @@ int sample_slow(size_t size)
 }
 
 /*
- * The bitmap of buckets; the summary (one bit per HT_SAMPLED_GROUP_WORDS of
- * its words) lives in real.c, beside the real functions' addresses that
- * every call reads.  Not sampling: the summary's bits are all set, so that
- * every free takes the slow path.
+ * The bitmap of buckets; the summary (one bit per HT_SUMMARY_SPAN of its
+ * bits) lives in real.c, beside the real functions' addresses that every
+ * call reads.  Not sampling: the summary's bits are all set, so that every
+ * free takes the slow path.
  */
 _Atomic uint64_t ht_sampled_bits[HT_SAMPLED_WORDS] __attribute__((aligned(HT_CACHELINE)));
 
 /* ---- the set of recorded blocks ---- */
+
+_Static_assert(HT_SUMMARY_SPAN == 16, "shim.h: free() takes the group from address bits 8-19");
 
 #define FIRST_CAP 512		/* 4 KiB: 256 blocks before the table grows */
 #define SET_RESERVE ((size_t)1 << 30)
@@ -246,14 +248,14 @@ void sample_pin(const void *p, size_t size)
 
 static void bits_drop(uint32_t b)
 {
-	uint32_t g = b / HT_SUMMARY_SPAN, i;
-	uint64_t gbit = 1ull << (g % 64);
+	uint32_t g = b / HT_SUMMARY_SPAN;
+	uint64_t gbit = 1ull << (g % 64), left;
 
-	atomic_fetch_and_explicit(&ht_sampled_bits[b / 64], ~(1ull << (b % 64)),
-				  memory_order_relaxed);
-	for (i = g * HT_SAMPLED_GROUP_WORDS; i < (g + 1) * HT_SAMPLED_GROUP_WORDS; i++)
-		if (atomic_load_explicit(&ht_sampled_bits[i], memory_order_relaxed))
-			return;
+	left = atomic_fetch_and_explicit(&ht_sampled_bits[b / 64], ~(1ull << (b % 64)),
+					 memory_order_relaxed) & ~(1ull << (b % 64));
+	/* the group's 16 bits of that word */
+	if ((left >> (b % 64 / HT_SUMMARY_SPAN * HT_SUMMARY_SPAN)) & 0xffff)
+		return;
 	if (atomic_load(&pinned[g / 64]) & gbit)
 		return;
 	atomic_fetch_and(&ht_sampled_summary[g / 64], ~gbit);

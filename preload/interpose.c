@@ -71,7 +71,7 @@ static __attribute__((noinline)) void free_slow(void *ptr)
 {
 	int saved;
 
-	if (!ptr || HT_UNLIKELY(bootstrap_owns(ptr)))
+	if (!ptr || HT_UNLIKELY(ht_boot_owns(ptr)))
 		return;
 	if (!ht_may_keep_free(ptr)) {
 		ht_real.free(ptr);	/* sampling never recorded it (the summary said maybe) */

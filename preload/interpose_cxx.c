@@ -210,7 +210,7 @@ static void op_delete(unsigned api, void *ptr)
 		ht_real.free(ptr);	/* sampling never recorded it */
 		return;
 	}
-	if (!ptr || bootstrap_owns(ptr))
+	if (!ptr || ht_boot_owns(ptr))
 		return;
 	if (!ht_may_keep_free(ptr)) {
 		ht_real.free(ptr);	/* the summary said maybe, the bitmap says no */

@@ -13,7 +13,7 @@
 #define HOT __attribute__((section(".data.ht_hot"), aligned(HT_CACHELINE)))
 struct ht_real ht_real HOT;
 _Atomic uint64_t ht_sampled_summary[HT_SUMMARY_WORDS] HOT = {
-	~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull
+	[0 ... HT_SUMMARY_WORDS - 1] = ~0ull
 };
 
 /*

@@ -96,7 +96,8 @@ struct ht_real {
 	void *(*pvalloc)(size_t);
 	size_t (*malloc_usable_size)(void *);
 };
-extern struct ht_real ht_real;
+/* hidden: a direct rip-relative load, where a GOT entry would add one (and a page) */
+extern struct ht_real ht_real __attribute__((visibility("hidden")));
 /* Resolve the real functions; safe to call repeatedly.  0 when resolved. */
 int real_resolve(void);
 /* dlsym() may calloc before the real allocator is known: a static pool. */
@@ -364,8 +365,20 @@ static inline int ht_keep_alloc(size_t size)
  */
 static inline int ht_sample_pass_alloc(size_t size)
 {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	int pass;
+
+	/* one read-modify-write and its flags, where the compiler loads, subtracts, stores, tests */
+	__asm__("movq ht_sample_left@gottpoff(%%rip), %%rax\n\t"
+		"subq %1, %%fs:(%%rax)"
+		: "=@ccg"(pass)
+		: "r"(size)
+		: "rax", "memory");
+	return pass;
+#else
 	ht_sample_left -= (int64_t)size;
 	return ht_sample_left > 0;
+#endif
 }
 
 static inline int ht_keep_alloc_counted(size_t size)
@@ -393,33 +406,38 @@ static inline uint64_t ht_ptr_hash(uintptr_t p)
 #define HT_SAMPLED_WORDS 1024
 extern _Atomic uint64_t ht_sampled_bits[HT_SAMPLED_WORDS] __attribute__((visibility("hidden")));
 
+/*
+ * Blocks are 16-byte aligned: address bits 4-19 (1 MiB), the low 4 of them
+ * folded with bits 20-23 (no multiply).  Bits 8-19 alone make its top 12
+ * bits, the summary's group (below): free() computes those in two shifts.
+ */
 static inline uint32_t ht_sampled_bucket(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 
-	/* blocks are 16-byte aligned; fold the bits above 1 MiB in (no multiply) */
-	return (uint32_t)((a >> 4) ^ (a >> 20)) & (HT_SAMPLED_WORDS * 64 - 1);
+	return (uint32_t)(((a >> 4) & (HT_SAMPLED_WORDS * 64 - 1)) ^ ((a >> 20) & 15));
 }
 
 /*
- * The summary, in real.c beside ht_real: bit g says that a word of
- * ht_sampled_bits[2 g .. 2 g + 1] is not 0 (or that a block of real.c's
- * bootstrap pool is there).  512 bits on one line that every free reads, so
- * it stays in L1; with few recorded blocks live, nearly every free is
- * answered by it alone.  All bits are set while sampling is off, so that
- * every free takes the slow path.
+ * The summary, in real.c beside ht_real: bit g says that one of the 16
+ * buckets g * 16 .. g * 16 + 15 holds a recorded block (or a block of
+ * real.c's bootstrap pool is there).  4096 bits, 8 lines that every free
+ * reads (each line an eighth of them), so they stay in L1; with few
+ * recorded blocks live, nearly every free is answered here alone: at 512
+ * KiB a dozen groups are set, a free goes on to the bitmap (a line not in
+ * L1) once in 300.  All bits are set while sampling is off, so that every
+ * free takes the slow path.
  */
-#define HT_SUMMARY_WORDS 8
-#define HT_SAMPLED_GROUP_WORDS (HT_SAMPLED_WORDS / (HT_SUMMARY_WORDS * 64))
-#define HT_SUMMARY_SPAN (HT_SAMPLED_GROUP_WORDS * 64)	/* buckets a summary bit covers */
+#define HT_SUMMARY_WORDS 64
+#define HT_SUMMARY_SPAN (HT_SAMPLED_WORDS * 64 / (HT_SUMMARY_WORDS * 64))	/* buckets a bit covers */
 extern _Atomic uint64_t ht_sampled_summary[HT_SUMMARY_WORDS] __attribute__((visibility("hidden")));
 
 static inline int ht_sampled_summary_maybe(const void *p)
 {
-	uint32_t g = ht_sampled_bucket(p) / HT_SUMMARY_SPAN;
+	uintptr_t a = (uintptr_t)p;	/* group ht_sampled_bucket(p) / HT_SUMMARY_SPAN: bits 8-19 */
 
-	return (atomic_load_explicit(&ht_sampled_summary[g / 64], memory_order_relaxed) >>
-		(g % 64)) & 1;
+	return (atomic_load_explicit(&ht_sampled_summary[(a >> 14) & (HT_SUMMARY_WORDS - 1)],
+				     memory_order_relaxed) >> ((a >> 8) & 63)) & 1;
 }
 
 static inline int ht_sampled_maybe(const void *p)
@@ -447,6 +465,12 @@ static inline int ht_may_keep_free(const void *p)
 /* real.c's bootstrap pool: its blocks never reach the real free */
 #define HT_BOOT_POOL_BYTES (64u << 10)
 extern uint8_t ht_boot_pool[HT_BOOT_POOL_BYTES] __attribute__((visibility("hidden")));
+
+/* bootstrap_owns(), inline for free()'s slow path */
+static inline int ht_boot_owns(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)ht_boot_pool < HT_BOOT_POOL_BYTES;
+}
 
 /*
  * Sampling's fast path in free: a block never recorded goes straight
