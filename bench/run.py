@@ -34,6 +34,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import htrdump  # noqa: E402  (the independent decoder: chunk pack modes)
 
 # The issue-8 targets.
 MAX_SLOWDOWN = 2.5
@@ -340,6 +342,8 @@ class Bench:
                 st["events_estimated"] = True
             elif events and st.get("dump_bytes_median"):
                 st["bytes_per_event"] = st["dump_bytes_median"] / events
+            if st["kind"] == "heaptrail":
+                st["packed_share"] = packed_share(st["dump"])
             if expect and st["kind"] == "heaptrail":
                 ea, ef = expect
                 ok = (ea <= tot["allocations"] <= ea + COUNT_SLACK and
@@ -670,6 +674,10 @@ class Bench:
                     if ev is not None else "",
                     ("%.2f" % bpe) if bpe is not None else ""))
                 first = False
+            packed = ["%s %.0f%%" % (c, 100 * st["packed_share"])
+                      for c, st in w["configs"].items() if st.get("packed_share") is not None]
+            if packed:
+                print("%-13s chunks packed: %s" % ("", ", ".join(packed)))
             if w.get("overhead_ratio") is not None:
                 print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
                     "", w["overhead_ratio"]))
@@ -711,6 +719,16 @@ class Bench:
                     print("    " + e["detail"].replace("\n", "\n    "))
         print()
         print("results: %s" % os.path.relpath(self.out, os.getcwd()))
+
+
+def packed_share(dump):
+    """The share of a heaptrail dump's chunks packed into columns (HTR_PF_PACKED:
+    all of them under HEAPTRAIL_PACK=1, as the spare CPU went under auto)."""
+    try:
+        _, modes = htrdump.chunk_modes(dump)
+    except (OSError, ValueError, IndexError, subprocess.CalledProcessError):
+        return None
+    return sum(m == 1 for m in modes) / len(modes) if modes else None
 
 
 def cpu_busy_seconds():

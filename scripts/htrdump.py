@@ -266,6 +266,54 @@ def chunk_events(b, n, base):
     return out
 
 
+def skip_record(b, r):
+    """Steps over the body of top-level record r (not PROCESS, not CHUNK) at b."""
+    if r == 2:
+        b.u(), b.u(), b.u()
+        b.str()
+        b.str()
+        for _ in range(b.u()):
+            b.u(), b.u()
+    elif r in (3, 5, 6, 7, 8, 9):
+        for _ in range({3: 2, 5: 8, 6: 1, 7: 3, 8: 5, 9: 1}[r]):
+            b.u()
+        if r == 9:
+            b.str()
+    elif r == 10:
+        b.u(), b.u()
+        for _ in range(b.u()):
+            b.s(), b.u()
+    else:
+        raise ValueError("unknown record %d at %d" % (r, b.i))
+
+
+def chunk_modes(path):
+    """(PROCESS flags, [each CHUNK's pack mode byte in file order, None when
+    the dump is not packed]) of a dump."""
+    flags, modes = None, []
+    for kind, payload in frames(path):
+        if kind != "frame":
+            continue
+        b = Buf(payload)
+        while not b.done():
+            r = b.d[b.i]
+            b.i += 1
+            if r == 1:
+                for _ in range(5):
+                    b.u()
+                b.str()
+                b.str()
+                flags = [b.u() for _ in range(5)][3]
+            elif r == 4:
+                b.u()
+                b.u()
+                data = b.raw(b.u())
+                modes.append(data[0] if flags & 16 else None)
+            else:
+                skip_record(b, r)
+    return flags, modes
+
+
 def main():
     path = sys.argv[1]
     show_events = "--events" in sys.argv

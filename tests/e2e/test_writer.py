@@ -274,33 +274,6 @@ def case_packed():
             "%r vs %r" % (counts, want))
 
 
-def chunk_modes(dump):
-    """(packed flag, [mode byte of each chunk in file order]) of a dump."""
-    flags, modes = None, []
-    for kind, payload in htrdump.frames(dump):
-        if kind != "frame":
-            continue
-        b = htrdump.Buf(payload)
-        while not b.done():
-            r = b.d[b.i]
-            b.i += 1
-            if r == 1:
-                for _ in range(5):
-                    b.u()
-                b.str()
-                b.str()
-                flags = [b.u() for _ in range(5)][3]
-            elif r == 4:
-                b.u()
-                b.u()
-                data = b.raw(b.u())
-                modes.append(data[0] if flags & 16 else None)
-            else:
-                b.i -= 1
-                skip_one(b)
-    return flags, modes
-
-
 def case_pack_auto():
     """HEAPTRAIL_PACK=auto packs while CPU is spare and stops when it is not, in one dump."""
     import json
@@ -314,7 +287,7 @@ def case_pack_auto():
                                              "HEAPTRAIL__PACK_PROBE": probe}), cwd=d)
     T.eq("pack auto: exits 0", traced.returncode, 0)
     facts = rel.output_facts(traced.stdout)
-    flags, modes = chunk_modes(dump)
+    flags, modes = htrdump.chunk_modes(dump)
     T.check("pack auto: the dump announces packed chunks", flags is not None and flags & 16,
             "flags %r" % flags)
     runs = []
