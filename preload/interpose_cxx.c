@@ -202,14 +202,11 @@ static void *aligned_nothrow_new(unsigned api, size_t size, size_t align,
 	return p;
 }
 
-static void op_delete(unsigned api, void *ptr)
+/* delete's slow path: sampling's fast path is in each operator (DELETE) */
+static __attribute__((noinline)) void op_delete(unsigned api, void *ptr)
 {
 	int saved;
 
-	if (ht_sample_pass_free(ptr)) {
-		ht_real.free(ptr);	/* sampling never recorded it */
-		return;
-	}
 	if (!ptr || ht_boot_owns(ptr))
 		return;
 	if (!ht_may_keep_free(ptr)) {
@@ -231,6 +228,26 @@ static void op_delete(unsigned api, void *ptr)
 	ht_real.free(ptr);
 	ht_in_shim = 0;
 }
+
+/*
+ * As malloc and free (interpose.c): the operators keep no frame of their
+ * own, and reach their slow paths by tail calls (a frame-pointer walk from
+ * there finds the program's caller).  A delete of a block sampling never
+ * recorded is a test of sampling's summary and a jump to the real free.
+ */
+#if defined(__clang__)
+#define HT_FAST
+#else
+#define HT_FAST __attribute__((optimize("omit-frame-pointer")))
+#endif
+#define DELETE(api, p)                                                  \
+	do {                                                            \
+		if (ht_sample_pass_free(p)) {                           \
+			ht_real.free(p);                                \
+			return;                                         \
+		}                                                       \
+		op_delete(api, p);                                      \
+	} while (0)
 
 /* operator new / new[] */
 HT_EXPORT void *_Znwm(size_t n);
@@ -255,8 +272,8 @@ HT_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a);
 HT_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t);
 HT_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t);
 
-void *_Znwm(size_t n) { return plain_new(HTR_API_NEW, n, "_Znwm"); }
-void *_Znam(size_t n) { return plain_new(HTR_API_NEW_ARRAY, n, "_Znam"); }
+HT_FAST void *_Znwm(size_t n) { return plain_new(HTR_API_NEW, n, "_Znwm"); }
+HT_FAST void *_Znam(size_t n) { return plain_new(HTR_API_NEW_ARRAY, n, "_Znam"); }
 void *_ZnwmRKSt9nothrow_t(size_t n, const void *t)
 {
 	return nothrow_new(HTR_API_NEW, n, t, "_ZnwmRKSt9nothrow_t");
@@ -282,35 +299,43 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
 	return aligned_nothrow_new(HTR_API_NEW_ARRAY, n, a, t, "_ZnamSt11align_val_tRKSt9nothrow_t");
 }
 
-void _ZdlPv(void *p) { op_delete(HTR_API_DELETE, p); }
-void _ZdaPv(void *p) { op_delete(HTR_API_DELETE_ARRAY, p); }
-void _ZdlPvm(void *p, size_t n) { (void)n; op_delete(HTR_API_DELETE, p); }
-void _ZdaPvm(void *p, size_t n) { (void)n; op_delete(HTR_API_DELETE_ARRAY, p); }
-void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; op_delete(HTR_API_DELETE, p); }
-void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; op_delete(HTR_API_DELETE_ARRAY, p); }
-void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; op_delete(HTR_API_DELETE, p); }
-void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; op_delete(HTR_API_DELETE_ARRAY, p); }
-void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a)
+HT_FAST void _ZdlPv(void *p) { DELETE(HTR_API_DELETE, p); }
+HT_FAST void _ZdaPv(void *p) { DELETE(HTR_API_DELETE_ARRAY, p); }
+HT_FAST void _ZdlPvm(void *p, size_t n) { (void)n; DELETE(HTR_API_DELETE, p); }
+HT_FAST void _ZdaPvm(void *p, size_t n) { (void)n; DELETE(HTR_API_DELETE_ARRAY, p); }
+HT_FAST void _ZdlPvRKSt9nothrow_t(void *p, const void *t)
+{
+	(void)t;
+	DELETE(HTR_API_DELETE, p);
+}
+HT_FAST void _ZdaPvRKSt9nothrow_t(void *p, const void *t)
+{
+	(void)t;
+	DELETE(HTR_API_DELETE_ARRAY, p);
+}
+HT_FAST void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; DELETE(HTR_API_DELETE, p); }
+HT_FAST void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; DELETE(HTR_API_DELETE_ARRAY, p); }
+HT_FAST void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a)
 {
 	(void)n;
 	(void)a;
-	op_delete(HTR_API_DELETE, p);
+	DELETE(HTR_API_DELETE, p);
 }
-void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
+HT_FAST void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
 {
 	(void)n;
 	(void)a;
-	op_delete(HTR_API_DELETE_ARRAY, p);
+	DELETE(HTR_API_DELETE_ARRAY, p);
 }
-void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
+HT_FAST void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
 {
 	(void)a;
 	(void)t;
-	op_delete(HTR_API_DELETE, p);
+	DELETE(HTR_API_DELETE, p);
 }
-void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
+HT_FAST void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
 {
 	(void)a;
 	(void)t;
-	op_delete(HTR_API_DELETE_ARRAY, p);
+	DELETE(HTR_API_DELETE_ARRAY, p);
 }
