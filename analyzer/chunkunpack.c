@@ -60,6 +60,14 @@ static void take_slow(struct unpacker *k, int s, uint64_t *v)
 
 	if (k->bad)
 		return;
+	if ((size_t)(k->wend - k->w) >= HTR_VARINT_MAX) {
+		/* room for any varint: fetched straight into the output */
+		n = fetch(k, s, k->w, v);
+		if (!n)
+			k->bad = 1;
+		k->w += n;
+		return;
+	}
 	n = fetch(k, s, b, v);
 	if (!n || (size_t)(k->wend - k->w) < n) {
 		k->bad = 1;
@@ -177,6 +185,12 @@ static uint64_t take_modelled(struct unpacker *k, int reused, const uint64_t *sl
 	}
 	abs = slots[count - 1 - n];
 	delta = (int64_t)(abs - k->prev);
+	k->prev = abs;
+	/* room for any varint: straight to the output, no copy of a few bytes */
+	if ((size_t)(k->wend - k->w) >= HTR_VARINT_MAX) {
+		k->w = k->units ? htr_put_ptr(k->w, delta) : htr_put_s64(k->w, delta);
+		return abs;
+	}
 	e = k->units ? htr_put_ptr(tmp, delta) : htr_put_s64(tmp, delta);
 	if ((size_t)(k->wend - k->w) < (size_t)(e - tmp)) {
 		k->bad = 1;
@@ -184,7 +198,6 @@ static uint64_t take_modelled(struct unpacker *k, int reused, const uint64_t *sl
 	}
 	memcpy(k->w, tmp, (size_t)(e - tmp));
 	k->w += e - tmp;
-	k->prev = abs;
 	return abs;
 }
 
