@@ -102,7 +102,8 @@ HT_EXPORT HT_FAST void free(void *ptr)
 	free_slow(ptr);
 }
 
-HT_EXPORT void *calloc(size_t n, size_t size)
+/* The countdown already taken (calloc's fast path). */
+static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size)
 {
 	void *p;
 	int saved;
@@ -117,7 +118,7 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 	}
 	ht_in_shim = HT_GUARD_REAL;
 	p = ht_real.calloc(n, size);
-	if (HT_LIKELY(p != NULL) && ht_keep_alloc(n * size)) {
+	if (HT_LIKELY(p != NULL) && ht_keep_alloc_counted(n * size)) {
 		ht_in_shim = HT_GUARD_SHIM;
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
@@ -126,6 +127,18 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 	}
 	ht_in_shim = 0;
 	return p;
+}
+
+HT_EXPORT HT_FAST void *calloc(size_t n, size_t size)
+{
+	size_t total;
+
+	/* an overflow is counted as SIZE_MAX's -1: the real calloc fails it anyway */
+	if (__builtin_mul_overflow(n, size, &total))
+		total = SIZE_MAX;
+	if (ht_sample_pass_alloc(total))
+		return ht_real.calloc(n, size);
+	return calloc_slow(n, size);
 }
 
 /* A block from the bootstrap pool moves to the real allocator. */
@@ -146,7 +159,7 @@ static void *realloc_bootstrap(void *old, size_t size)
  * the old block freed early.
  */
 static void *realloc_sampled(unsigned api, void *old, size_t size,
-			     void *(*real)(void *, size_t, size_t), size_t n)
+			     void *(*real)(void *, size_t, size_t), size_t n, int counted)
 {
 	size_t total = api == HTR_API_REALLOCARRAY ? n * size : size;
 	int saved;
@@ -157,7 +170,7 @@ static void *realloc_sampled(unsigned api, void *old, size_t size,
 	ht_in_shim = HT_GUARD_REAL;
 	p = real(old, n, size);
 	ht_in_shim = HT_GUARD_SHIM;
-	if (p && ht_keep_alloc(total)) {
+	if (p && (counted ? ht_keep_alloc_counted(total) : ht_keep_alloc(total))) {
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
 		ev_alloc(api, p, total, &c);
@@ -166,8 +179,9 @@ static void *realloc_sampled(unsigned api, void *old, size_t size,
 	return p;
 }
 
+/* counted: the countdown was taken already (realloc's fast path) */
 static void *realloc_common(unsigned api, void *old, size_t size,
-			    void *(*real)(void *, size_t, size_t), size_t n)
+			    void *(*real)(void *, size_t, size_t), size_t n, int counted)
 {
 	struct ev_realloc_ctx x;
 	void *p;
@@ -182,7 +196,7 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 	}
 	ht_in_shim = HT_GUARD_SHIM;
 	if (ht_cfg.sample_bytes) {
-		p = realloc_sampled(api, old, size, real, n);
+		p = realloc_sampled(api, old, size, real, n, counted);
 		ht_in_shim = 0;
 		return p;
 	}
@@ -228,9 +242,17 @@ static void *call_reallocarray(void *old, size_t n, size_t size)
 	return ht_real.reallocarray(old, n, size);
 }
 
-HT_EXPORT void *realloc(void *old, size_t size)
+static __attribute__((noinline)) void *realloc_slow(void *old, size_t size)
 {
-	return realloc_common(HTR_API_REALLOC, old, size, call_realloc, 1);
+	return realloc_common(HTR_API_REALLOC, old, size, call_realloc, 1, 1);
+}
+
+/* Sampling passes it over: the new block was not picked, the old one never recorded. */
+HT_EXPORT HT_FAST void *realloc(void *old, size_t size)
+{
+	if (ht_sample_pass_alloc(size) && ht_sample_pass_free(old))
+		return ht_real.realloc(old, size);
+	return realloc_slow(old, size);
 }
 
 HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -250,7 +272,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc_common(HTR_API_REALLOCARRAY, old, size, call_reallocarray, n);
+	return realloc_common(HTR_API_REALLOCARRAY, old, size, call_reallocarray, n, 0);
 }
 
 /* The aligned family: same shape, different real calls. */
