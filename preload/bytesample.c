@@ -14,7 +14,7 @@
  * allocation of s bytes is then recorded with probability 1 - exp(-s/mean),
  * which the analyzer inverts to estimate totals.  Recorded blocks go into a
  * set so that their frees are recorded too; other frees cost one bit test
- * in a summary line that says which groups of hash buckets hold a recorded
+ * in a summary that says which groups of 16 hash buckets hold a recorded
  * block (shim.h), and rarely a second one in the bitmap of the buckets.
  *
  * A recorded event comes after hundreds of calls that were passed over,

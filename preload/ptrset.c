@@ -5,19 +5,20 @@
 #include "shim.h"
 
 /*
- * Used only when a mode needs to know blocks in the shim: sampling (which
- * blocks were sampled, so their frees are recorded) and reachability (every
- * live block, for the pointer scan).  Off, it costs nothing.
+ * Used only when a mode needs to know every live block in the shim:
+ * reachability, for the pointer scan.  Off, it costs nothing.  (Sampling
+ * keeps its few recorded blocks in a table of its own, bytesample.c: this
+ * set's shards, filter and count were eight cache lines an event there.)
  *
  * Keys are spread over 256 shards, each an open-addressing table under its
  * own spinlock: threads rarely meet on one.  A lock is only taken with the
  * thread's guard held, so a signal handler on the same thread never waits
  * for it.  A counting filter (one byte per hash bucket) answers "certainly
- * not in the set" without a lock, which is what most frees ask in sampling
- * mode.  Tables grow by doubling inside the set's region; the old table is
- * not reused (the waste is at most the size of the current one).  A table
- * full of deletion marks is rebuilt at the same size into a spare table, and
- * the two take turns, so churn never eats the region.
+ * not in the set" without a lock.  Tables grow by doubling inside the set's
+ * region; the old table is not reused (the waste is at most the size of
+ * the current one).  A table full of deletion marks is rebuilt at the same
+ * size into a spare table, and the two take turns, so churn never eats the
+ * region.
  *
  * The filter's counters saturate: one that reached 255 stays there (a
  * "maybe" for ever, never a wrong "no"), however many blocks share it.
@@ -49,8 +50,7 @@ struct ht_ptrset {
 };
 
 static struct ht_ptrset sets[2];
-_Atomic uint64_t *ht_sampled_count = &sets[HT_SET_SAMPLED].count;
-_Atomic uint8_t *ht_sampled_filter;	/* the sampled set's filter, for inline checks */
+_Atomic uint8_t *ht_sampled_filter;	/* unused: sampling keeps its blocks in bytesample.c */
 
 #define DELETED ((uintptr_t)1)
 

@@ -390,7 +390,7 @@ static inline int ht_keep_alloc_counted(size_t size)
 	return sample_slow(size);
 }
 
-extern _Atomic uint64_t *ht_sampled_count;	/* ptrset.c, unused since bytesample.c's own set */
+/* ptrset.c: the sampled set's filter when sampling kept its blocks there (lifecycle.c resets it) */
 extern _Atomic uint8_t *ht_sampled_filter;
 
 static inline uint64_t ht_ptr_hash(uintptr_t p)
