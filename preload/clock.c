@@ -1,7 +1,5 @@
 /* clock.c - event time: CLOCK_MONOTONIC, read through the TSC when that is safe */
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -78,55 +76,16 @@ uint64_t ht_clock_ns(void)
 	return ht_mono_ns();
 }
 
-/*
- * The clocksource file stays open at a high number and is read with
- * pread(): the writer checks it every few rounds, and opening it each time
- * would take the lowest free descriptor for a moment, the number a program
- * thread may be about to get from open() or dup() (review finding 28).  Its
- * identity is checked first: a program may have closed it and reused the
- * number.
- */
-static int cs_fd = -1;
-static dev_t cs_dev;
-static ino_t cs_ino;
-
-static int clocksource_fd(void)
-{
-	struct stat st;
-	int f, nf;
-
-	if (cs_fd >= 0 && fstat(cs_fd, &st) == 0 && st.st_dev == cs_dev && st.st_ino == cs_ino)
-		return cs_fd;
-	cs_fd = -1;
-	f = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-		 O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	nf = fcntl(f, F_DUPFD_CLOEXEC, 900);
-	if (nf >= 0) {
-		close(f);
-		f = nf;
-	}
-	if (fstat(f, &st) != 0) {
-		close(f);
-		return -1;
-	}
-	cs_dev = st.st_dev;
-	cs_ino = st.st_ino;
-	return cs_fd = f;
-}
+/* re-read every few rounds: kept open (keptfile.c) */
+static struct ht_kept_file clocksource =
+	HT_KEPT_FILE("/sys/devices/system/clocksource/clocksource0/current_clocksource");
 
 /* Does the kernel keep time with the TSC (so it checks its stability for us)? */
 static int kernel_uses_tsc(void)
 {
-	char buf[32] = "";
-	int fd = clocksource_fd();
+	char buf[32];
 
-	if (fd >= 0) {
-		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-
-		buf[n > 0 ? n : 0] = '\0';
-	}
+	kept_file_read(&clocksource, buf, sizeof(buf));
 #if defined(__x86_64__)
 	return !strcmp(buf, "tsc\n");
 #else

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -15,7 +14,7 @@
  * program's time when every CPU is busy: on two cores, a two-thread malloc
  * loop ran 1.4x longer packed, while sqlite3 and python3 (one busy thread)
  * ran exactly as fast.  So under 'auto' the writer looks, every 100 ms, at
- * how much CPU was left idle: on the machine (/proc/stat), and for this
+ * how much CPU was left idle: on the machine (/proc/stat, kept open), and for this
  * process (the CPUs it may run on less the CPU time of all of its threads,
  * the writer's packing included); it packs while both leave at least
  * 0.6 of a CPU, and stops below 0.35.  A packed dump says so once
@@ -30,9 +29,7 @@
 static uint64_t window_start_ns, window_start_cpu_ns;
 static uint64_t window_idle, window_total;	/* /proc/stat jiffies */
 static int packing;
-static int stat_fd = -1;
-static dev_t stat_dev;
-static ino_t stat_ino;
+static struct ht_kept_file proc_stat = HT_KEPT_FILE("/proc/stat");	/* keptfile.c */
 static unsigned online_cpus;
 /*
  * HEAPTRAIL__PACK_PROBE=FILE (tests only): the spare CPU, in thousandths,
@@ -51,52 +48,16 @@ static uint64_t process_cpu_ns(void)
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
 }
 
-/*
- * /proc/stat stays open at a high number, checked before each read (the
- * program may have closed and reused it), as clock.c does with the
- * clocksource: opening it each time would take the lowest free descriptor
- * for a moment, which a program thread may be about to get.
- */
-static int stat_file(void)
-{
-	struct stat st;
-	int f, nf;
-
-	if (stat_fd >= 0 && fstat(stat_fd, &st) == 0 && st.st_dev == stat_dev &&
-	    st.st_ino == stat_ino)
-		return stat_fd;
-	stat_fd = -1;
-	f = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -1;
-	nf = fcntl(f, F_DUPFD_CLOEXEC, 900);
-	close(f);
-	if (nf < 0)
-		return -1;
-	if (fstat(nf, &st) != 0) {
-		close(nf);
-		return -1;
-	}
-	stat_dev = st.st_dev;
-	stat_ino = st.st_ino;
-	return stat_fd = nf;
-}
-
 /* The machine's idle and total jiffies so far (the "cpu" line); 0 when unknown. */
 static int machine_jiffies(uint64_t *idle, uint64_t *total)
 {
 	char buf[512];
-	int fd = stat_file(), field = 0;
-	ssize_t n;
+	int field = 0;
 	const char *p;
 	uint64_t v;
 
-	if (fd < 0)
+	if (kept_file_read(&proc_stat, buf, sizeof(buf)) < 5 || strncmp(buf, "cpu ", 4))
 		return -1;
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	if (n < 5 || buf[0] != 'c' || buf[1] != 'p' || buf[2] != 'u' || buf[3] != ' ')
-		return -1;
-	buf[n] = '\0';
 	*idle = *total = 0;
 	/* cpu  user nice system idle iowait irq softirq steal guest guest_nice */
 	for (p = buf + 3; *p && *p != '\n' && field < 8; field++) {

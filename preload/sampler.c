@@ -1,69 +1,26 @@
 /* sampler.c - periodic process samples: RSS and the allocator's own figures */
-#include <fcntl.h>
 #include <malloc.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
 
-/*
- * /proc/self/statm stays open, at a high number, and is read with pread():
- * opening it each round would take the lowest free descriptor for a moment,
- * which a program thread may be about to get from open() or dup() (and
- * POSIX promises it that number).  Its identity is checked before each
- * read: a program may have closed it (closefrom) and reused the number.
- */
-static int statm_fd = -1;
-static dev_t statm_dev;
-static ino_t statm_ino;
-
-static int statm_ours(void)
-{
-	struct stat st;
-
-	return statm_fd >= 0 && fstat(statm_fd, &st) == 0 && st.st_dev == statm_dev &&
-	       st.st_ino == statm_ino;
-}
+/* read every round: kept open (keptfile.c) */
+static struct ht_kept_file statm = HT_KEPT_FILE("/proc/self/statm");
 
 void sampler_open(int above)
 {
-	struct stat st;
-	int f, nf;
-
-	/* a forked child's copy reads its parent's figures: let it go */
-	if (statm_ours())
-		close(statm_fd);
-	statm_fd = -1;
-	f = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return;
-	nf = above > 3 ? fcntl(f, F_DUPFD_CLOEXEC, above) : -1;
-	if (nf >= 0) {
-		close(f);
-		f = nf;
-	}
-	if (fstat(f, &st) != 0) {
-		close(f);
-		return;
-	}
-	statm_fd = f;
-	statm_dev = st.st_dev;
-	statm_ino = st.st_ino;
+	/* a forked child's copy reads its parent's figures: open our own */
+	kept_file_open(&statm, above);
 }
 
 static uint64_t rss_bytes(void)
 {
 	char buf[128];
-	ssize_t n;
+	ssize_t n = kept_file_read(&statm, buf, sizeof(buf));
 	uint64_t pages = 0;
 	int field = 0;
 	ssize_t i;
 
-	if (!statm_ours())
-		sampler_open(statm_fd >= 0 ? statm_fd : 0);
-	if (statm_fd < 0)
-		return 0;
-	n = pread(statm_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return 0;
 	/* "size resident shared ...": the second field. */

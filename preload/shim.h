@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "htr_format.h"
@@ -290,6 +291,20 @@ int modules_iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t, void *), v
 /* interpose_proc.c: the loader's write lock, for forked children */
 void proc_calibrate_loader_lock(void);
 int proc_loader_idle(void);
+
+/* ---- keptfile.c: /proc and /sys files re-read, kept open at a high number ---- */
+struct ht_kept_file {
+	const char *path;
+	int fd;			/* -1: not open */
+	dev_t dev;
+	ino_t ino;
+};
+#define HT_KEPT_FILE(p) { (p), -1, 0, 0 }
+#define HT_KEPT_FD_MIN 900
+/* (Re)open at a number >= above (HT_KEPT_FD_MIN when above <= 3); the fd or -1. */
+int kept_file_open(struct ht_kept_file *k, int above);
+/* Its contents from the start, NUL-terminated, reopened if it is no longer ours; -1. */
+ssize_t kept_file_read(struct ht_kept_file *k, char *buf, size_t cap);
 
 /* ---- sampler.c ---- */
 struct mallinfo2;
