@@ -365,10 +365,19 @@ static int do_round(int final, int allocator_stats)
 {
 	struct mallinfo2 mi;
 	uint8_t *p;
-	uint64_t w;
+	uint64_t w, sample_time;
 	int complete;
 
 	clock_calibrate((uint64_t)ht_cfg.interval_ms * 1000000u);
+	/*
+	 * The sample's time is read before the allocator's figures: they then
+	 * show every free the program finished before it.  Read after them
+	 * (and after room(), which may compress a frame), a program's frees
+	 * and its marker could fall between the figures and their time, and
+	 * the sample after the marker showed the heap before the frees
+	 * (test_frag's frag_pinned, once, under load).
+	 */
+	sample_time = ht_now();
 	/*
 	 * The final round may run while a thread that holds an arena lock
 	 * waits for it (a fatal signal, _exit from a handler): it takes RSS
@@ -391,7 +400,7 @@ static int do_round(int final, int allocator_stats)
 		atomic_store(&allocator_since, 0);
 	}
 	p = room(128);
-	raw_len += sampler_record(p, 128, ht_now(), allocator_stats ? &mi : NULL);
+	raw_len += sampler_record(p, 128, sample_time, allocator_stats ? &mi : NULL);
 	if (initial_modules || modules_changed()) {
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, initial_modules ? 0 : ht_now());
