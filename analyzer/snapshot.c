@@ -427,6 +427,9 @@ int snapshot_run(struct snapshot_opts *o)
 	end = o->between ? o->to.ns : o->at.ns;
 	if (run_to(&s, end) < 0)
 		goto out;
+	/* its end record read: finished, though its process may hold the file a moment longer */
+	if (replay_totals(s.r)->end_how)
+		s.live = 0;
 	if (replay_at_end(s.r) && end > replay_totals(s.r)->duration)
 		cli_warn("%s is after the end of '%s' (%s): these are the figures at its end",
 			 cli_at(end), o->path, cli_at(replay_totals(s.r)->duration));

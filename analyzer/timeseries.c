@@ -123,6 +123,9 @@ int ts_scan(struct ts_scan *s, const char *path, size_t top)
 	t = replay_totals(r);
 	s->end = t->duration;
 	s->end_how = t->end_how;
+	/* its end record read: finished, though its process may hold the file a moment longer */
+	if (s->end_how)
+		s->live = 0;
 	s->peak_time = t->peak_time;
 	s->peak_live_bytes = t->peak_live_bytes;
 	s->allocations = t->allocations + t->pool_allocations;

@@ -82,10 +82,17 @@ def test_json_linear(dump, truth):
             want = [s for s in truth["sites"] if s["function"] == "grow_one"][0]
             T.eq("its live bytes at the end", series[-1], want["leaked_bytes"])
             T.eq("its highest live bytes", grow["max_live_bytes"], want["leaked_bytes"])
-            # halfway through it holds about half (it grows linearly)
-            mid = series[len(series) // 2 - 1]
-            T.check("about half at half time", 0.4 * series[-1] <= mid <= 0.6 * series[-1],
-                    "%d of %d" % (mid, series[-1]))
+            # Halfway through its growth it holds about half (it grows
+            # linearly, one node a round).  Halfway between the first point
+            # with a node and the first with all of them, not halfway
+            # through the run: on a loaded machine start-up and exit take
+            # longer, and the run's middle moved towards the start.
+            first = next(i for i, v in enumerate(series) if v > 0)
+            full = series.index(series[-1])
+            mid = series[(first + full) // 2]
+            T.check("about half halfway through its growth",
+                    first < full and 0.35 * series[-1] <= mid <= 0.65 * series[-1],
+                    "%d of %d (points %d..%d)" % (mid, series[-1], first, full))
         cache = site_named(doc["sites"], "cache_insert")
         if cache:
             want = [s for s in truth["sites"] if s["function"] == "cache_insert"][0]
