@@ -102,12 +102,12 @@ static inline void *sample_pass_new(size_t size)
 
 	if (!ht_sample_pass_alloc(size)) {
 		if (ht_cfg.sample_bytes)
-			ht_sample_left += (int64_t)size;
+			ht_sample_left += ht_sample_size(size);
 		return NULL;
 	}
 	p = ht_real.malloc(size ? size : 1);
 	if (HT_UNLIKELY(!p))
-		ht_sample_left += (int64_t)size;
+		ht_sample_left += ht_sample_size(size);
 	return p;
 }
 

@@ -349,9 +349,29 @@ void reach_realloc_end(void *old, void *p, size_t size);
 /*
  * The thread's countdown of bytes to the next recorded allocation.  Never
  * > 0 unless sampling is on (a thread starts at 0, only sample_slow() adds
- * to it): the fast path in malloc needs no other test.
+ * to it, and a call that finds it not above 0 puts it back to 0 when not
+ * sampling): the fast path in malloc needs no other test.  Requests count
+ * at most HT_SAMPLE_SIZE_MAX, and the countdown never goes below minus
+ * that, so it cannot wrap around to a large positive value (a failing
+ * malloc(PTRDIFF_MAX) would otherwise have passed every later call over,
+ * unrecorded, review finding S1).
  */
 extern __thread int64_t ht_sample_left;
+#define HT_SAMPLE_SIZE_MAX ((int64_t)1 << 61)
+
+static inline int64_t ht_sample_size(size_t size)
+{
+	return size > (size_t)HT_SAMPLE_SIZE_MAX ? HT_SAMPLE_SIZE_MAX : (int64_t)size;
+}
+
+/* After a call the countdown did not pass over: keep it in its range. */
+static inline void ht_sample_settle(void)
+{
+	if (HT_LIKELY(!ht_cfg.sample_bytes))
+		ht_sample_left = 0;
+	else if (ht_sample_left < -HT_SAMPLE_SIZE_MAX)
+		ht_sample_left = -HT_SAMPLE_SIZE_MAX;
+}
 int sample_init(void);
 int sample_slow(size_t size);
 void sample_remember(void *p, size_t size);
@@ -365,7 +385,7 @@ static inline int ht_keep_alloc(size_t size)
 {
 	if (HT_LIKELY(!ht_cfg.sample_bytes))
 		return 1;
-	ht_sample_left -= (int64_t)size;
+	ht_sample_left -= ht_sample_size(size);
 	if (ht_sample_left > 0)
 		return 0;
 	return sample_slow(size);
@@ -380,20 +400,23 @@ static inline int ht_keep_alloc(size_t size)
  */
 static inline int ht_sample_pass_alloc(size_t size)
 {
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+	int64_t n = ht_sample_size(size);
 	int pass;
 
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
 	/* one read-modify-write and its flags, where the compiler loads, subtracts, stores, tests */
-	__asm__("movq ht_sample_left@gottpoff(%%rip), %%rax\n\t"
-		"subq %1, %%fs:(%%rax)"
-		: "=@ccg"(pass)
-		: "r"(size)
-		: "rax", "memory");
-	return pass;
+	__asm__ volatile("movq ht_sample_left@gottpoff(%%rip), %%rax\n\t"
+			 "subq %1, %%fs:(%%rax)"
+			 : "=@ccg"(pass)
+			 : "r"(n)
+			 : "rax", "memory");
 #else
-	ht_sample_left -= (int64_t)size;
-	return ht_sample_left > 0;
+	ht_sample_left -= n;
+	pass = ht_sample_left > 0;
 #endif
+	if (HT_UNLIKELY(!pass))
+		ht_sample_settle();
+	return pass;
 }
 
 static inline int ht_keep_alloc_counted(size_t size)

@@ -40,6 +40,7 @@ SINGLE = {
     "dlopen_leak": {"libtleak.c": "libtleak.so"},
     "ctor_atexit": None,
     "deep_recursion": None,
+    "huge_request": None,
 }
 # Deterministic targets compared with heaptrack, and on which figures.
 # memalign_pvalloc and realloc_edge are left out: heaptrack does not
@@ -60,7 +61,7 @@ HEAPTRACK = {
     "threads": ("allocations", "leaked_blocks"),
 }
 # Also recorded through LD_PRELOAD + HEAPTRAIL_OUT instead of 'record'.
-PRELOAD_TOO = ("leak_depths", "cxx_new", "threads")
+PRELOAD_TOO = ("leak_depths", "cxx_new", "threads", "huge_request")
 
 
 target = check.target
@@ -559,6 +560,23 @@ def test_install():
             T.fail("the installed heaptrail wrote a dump", check.first_line(cp.stderr))
 
 
+def test_huge_request_early():
+    """A preloaded library's constructor asks for SIZE_MAX bytes, maybe before
+    the shim's constructor: the request fails, the program goes on (finding S2)."""
+    with T.case("SIZE_MAX requested from a constructor preloaded after the shim"):
+        need_tools()
+        lib = os.path.join(check.TARGETS, "libhugector.so")
+        if not os.path.exists(lib):
+            raise Skip("%s is not built (make test-targets)" % lib)
+        d = fresh_dir("huge-ctor")
+        out = os.path.join(d, "h.htr")
+        cp = check.run(["true"], env=check.clean_env(
+            {"LD_PRELOAD": check.SHIM + " " + lib, "HEAPTRAIL_OUT": out}), cwd=d)
+        T.eq("the program exits 0 (3-5: the library's requests went wrong)", cp.returncode, 0)
+        rc, _ = check.report(out)
+        T.eq("its dump analyzes", rc.returncode, 0)
+
+
 def test_exit_status():
     with T.case("exit status and signals pass through record"):
         need_tools()
@@ -685,6 +703,7 @@ def main():
         test_bad_input()
         test_output_names()
         test_exit_status()
+        test_huge_request_early()
         test_install()
         test_real_programs()
     finally:
