@@ -372,6 +372,16 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 	m->state = MOD_OK;
 }
 
+/* A module opened ahead (sym_prewarm) says its warning when first used, as if opened then. */
+static void tell_held_warning(struct symbolizer *s, int i)
+{
+	if (i >= 0 && (size_t)i < s->nmods && s->mods[i].held_warn && !s->ahead) {
+		add_warning_line(s, s->mods[i].held_warn);
+		free(s->mods[i].held_warn);
+		s->mods[i].held_warn = NULL;
+	}
+}
+
 /* The module of index i, opened on first use; NULL when there is none. */
 static struct symmod *get_module(struct symbolizer *s, int i)
 {
@@ -400,11 +410,7 @@ static struct symmod *get_module(struct symbolizer *s, int i)
 	}
 	if (s->mods[i].state == MOD_UNOPENED)
 		open_module(s, &s->mods[i], &mods[i]);
-	if (s->mods[i].held_warn && !s->ahead) {
-		add_warning_line(s, s->mods[i].held_warn);
-		free(s->mods[i].held_warn);
-		s->mods[i].held_warn = NULL;
-	}
+	tell_held_warning(s, i);
 	return &s->mods[i];
 }
 
@@ -714,6 +720,11 @@ size_t sym_resolve(struct symbolizer *s, const struct dump_frame *f,
 {
 	if (__builtin_expect(s->warming, 0))
 		warm_join(s);
+	/*
+	 * A frame the read-ahead resolved is a cache hit that never asks for
+	 * its module: its held warning is said here (review finding A3).
+	 */
+	tell_held_warning(s, f->module);
 	return sym_resolve_cached(s, f, out);
 }
 

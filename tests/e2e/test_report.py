@@ -375,11 +375,38 @@ def test_reach():
          doc["totals"]["leaked_bytes"] + doc["totals"]["pool_leaked_bytes"])
 
 
+def test_changed_library():
+    """A library rebuilt after recording is said, once, with its frames as
+    addresses; also when the report's only frame in it was resolved while
+    the dump was still being read (the read-ahead of debug info)."""
+    need_tools()
+    d = fresh_dir("changed-lib")
+    lib = os.path.join(d, "libchanging.so")
+    shutil.copy(target("libonecall.so"), lib)
+    out = os.path.join(d, "c.htr")
+    cp = check.preload(out, [target("churn_lib"), lib, "300000"], cwd=d)
+    T.eq("churn_lib exits 0", cp.returncode, 0)
+    before = ht("report", out)
+    T.eq("report before the change: no warning", check.text(before.stderr).strip(), "")
+    os.unlink(lib)
+    shutil.copy(target("libhugector.so"), lib)	# another build-id at the same path
+    after = ht("report", out)
+    T.eq("report after the change exits 0", after.returncode, 0)
+    said = [ln for ln in check.text(after.stderr).splitlines()
+            if "libchanging.so" in ln and "changed since it was recorded" in ln]
+    T.eq("the changed library is said once", len(said), 1)
+    T.eq("what the report says is the same but for its frames there",
+         [ln for ln in check.text(after.stdout).splitlines() if "libchanging" not in ln
+          and "one_alloc" not in ln and "0x" not in ln],
+         [ln for ln in check.text(before.stdout).splitlines() if "libchanging" not in ln
+          and "one_alloc" not in ln and "0x" not in ln])
+
+
 def main():
     cases = [("mix", test_mix), ("signal end", test_signal_end),
              ("forwarding", test_forwarding), ("refusals", test_refusals),
              ("exit status", test_exit_status_passthrough), ("usage", test_usage),
-             ("reach", test_reach)]
+             ("reach", test_reach), ("changed library", test_changed_library)]
     for name, fn in cases:
         with T.case(name):
             fn()
