@@ -76,6 +76,15 @@ static int zstd_failed;		/* said once: a frame could not be compressed */
 static int initial_modules;	/* a forked child's first round lists the modules */
 static uint64_t file_off;	/* end of the last whole frame on disk */
 static uint64_t frame_events;	/* events in the frame being built */
+/*
+ * The last frames written (where each began, how many events it held), so
+ * that a full disk can give one back to make room for the frame that says
+ * recording stopped; and where that marker frame begins (0: none yet).
+ */
+#define FRAME_HISTORY 4
+static struct { uint64_t start, events; } written[FRAME_HISTORY];
+static unsigned nwritten;
+static uint64_t marker_off;
 static int after_exec;		/* an earlier image of this pid wrote a dump */
 static uint64_t events_written;
 static uint64_t last_lost_total;
@@ -168,23 +177,59 @@ static int write_frame(const uint8_t *data, size_t len)
 }
 
 /*
+ * The frame that says recording stopped: LOST with every event not written,
+ * and with 'end' the END record too.  It must reach the disk: when even it
+ * does not fit, the last data frames are given back one by one (their
+ * events counted as lost) until it does.  An earlier marker is replaced.
+ */
+static void write_marker(int end)
+{
+	for (;;) {
+		uint8_t rec[96], *q = rec;
+
+		*q++ = HTR_REC_LOST;
+		q = htr_put_u64(q, ht_now());
+		q = htr_put_u64(q, lost_total());
+		q = htr_put_u64(q, HTR_LOST_DISK);
+		if (end) {
+			*q++ = HTR_REC_END;
+			q = htr_put_u64(q, ht_now());
+			q = htr_put_u64(q, (uint64_t)atomic_load(&stop_how));
+			q = htr_put_u64(q, (uint64_t)stop_status);
+			q = htr_put_u64(q, events_written);
+			q = htr_put_u64(q, lost_total());
+		}
+		if (marker_off) {
+			file_off = marker_off;	/* this one replaces it */
+			take_back();
+		}
+		marker_off = file_off;
+		if (write_frame(rec, (size_t)(q - rec)) == 0 || !nwritten) {
+			if (file_off == marker_off)
+				marker_off = 0;		/* not written: nothing to replace */
+			return;
+		}
+		marker_off = 0;
+		nwritten--;
+		file_off = written[nwritten].start;
+		take_back();
+		events_written -= written[nwritten].events;
+		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], written[nwritten].events);
+	}
+}
+
+/*
  * The disk is full (or the file otherwise unwritable): stop writing, count
- * what cannot be written as lost, and leave a small frame that says so, if
- * even that fits.  The target runs on.
+ * what cannot be written as lost, and leave a small frame that says so.
+ * The target runs on.
  */
 static void disk_failure(void)
 {
-	uint8_t rec[64], *p = rec;
-
 	disk_failed = 1;
 	events_written -= frame_events;
 	atomic_fetch_add(&ht_lost[HTR_LOST_DISK], frame_events);
 	ht_msg("cannot write the dump (disk full?): recording stops; the target keeps running");
-	*p++ = HTR_REC_LOST;
-	p = htr_put_u64(p, ht_now());
-	p = htr_put_u64(p, lost_total());
-	p = htr_put_u64(p, HTR_LOST_DISK);
-	write_frame(rec, (size_t)(p - rec));
+	write_marker(0);
 }
 
 /*
@@ -211,6 +256,7 @@ static void compress_failure(void)
 
 static void flush_frame(void)
 {
+	uint64_t start;
 	int ret;
 
 	if (!raw_len)
@@ -221,11 +267,22 @@ static void flush_frame(void)
 		raw_len = 0;
 		return;
 	}
+	start = file_off;
 	ret = write_frame(raw, raw_len);
-	if (ret == FRAME_ZSTD)
+	if (ret == FRAME_ZSTD) {
 		compress_failure();
-	else if (ret < 0)
+	} else if (ret < 0) {
 		disk_failure();
+	} else if (start > sizeof(struct htr_file_header)) {
+		/* (the first frame, the process record, is never given back) */
+		if (nwritten == FRAME_HISTORY) {
+			memmove(written, written + 1, sizeof(written) - sizeof(written[0]));
+			nwritten--;
+		}
+		written[nwritten].start = start;
+		written[nwritten].events = frame_events;
+		nwritten++;
+	}
 	frame_events = 0;
 	raw_len = 0;
 }
@@ -420,22 +477,8 @@ static int do_round(int final, int allocator_stats)
 		p = htr_put_u64(p, w);
 		raw_len = (size_t)(p - raw);
 	}
-	if (final && disk_failed) {
-		/* the marker frame says recording stopped; try to close the dump too */
-		uint8_t rec[96], *q = rec;
-
-		*q++ = HTR_REC_LOST;
-		q = htr_put_u64(q, ht_now());
-		q = htr_put_u64(q, lost_total());
-		q = htr_put_u64(q, HTR_LOST_DISK);
-		*q++ = HTR_REC_END;
-		q = htr_put_u64(q, ht_now());
-		q = htr_put_u64(q, (uint64_t)atomic_load(&stop_how));
-		q = htr_put_u64(q, (uint64_t)stop_status);
-		q = htr_put_u64(q, events_written);
-		q = htr_put_u64(q, lost_total());
-		write_frame(rec, (size_t)(q - rec));
-	}
+	if (final && disk_failed)
+		write_marker(1);	/* the marker frame, now with the dump's end */
 	if (final || atomic_load(&round_end_how)) {
 		int how = final ? atomic_load(&stop_how) : atomic_exchange(&round_end_how, 0);
 
@@ -1026,6 +1069,8 @@ void writer_reset_after_fork(void)
 	after_exec = 0;
 	atomic_store(&round_end_how, 0);
 	file_off = 0;
+	nwritten = 0;
+	marker_off = 0;
 	frame_events = 0;
 	events_written = 0;
 	last_lost_total = 0;
