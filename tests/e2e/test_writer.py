@@ -262,8 +262,7 @@ def case_packed():
                 for e in htrdump.chunk_events(htrdump.Buf(plain), len(plain), base):
                     counts[e[0]] = counts.get(e[0], 0) + 1
             else:
-                b.i -= 1
-                skip_one(b)
+                htrdump.skip_record(b, r)
     T.check("packed: the process record announces packed chunks",
             flags is not None and flags & 16, "flags %r" % flags)
     # the C library allocates a few blocks of its own (stdio)
@@ -336,30 +335,6 @@ def case_record_pack():
         flags = process_flags(dump)
         T.eq("record --pack=%s: the dump says packed %s" % (opt, bool(want)),
              None if flags is None else flags & 16, want)
-
-
-def skip_one(b):
-    """Steps over the top-level record at b (not a PROCESS or CHUNK)."""
-    r = b.d[b.i]
-    b.i += 1
-    if r == 2:
-        b.u(), b.u(), b.u()
-        b.str()
-        b.str()
-        for _ in range(b.u()):
-            b.u(), b.u()
-    elif r in (3, 6, 7, 8, 5, 9):
-        n = {3: 2, 6: 1, 7: 3, 8: 5, 5: 8, 9: 1}[r]
-        for _ in range(n):
-            b.u()
-        if r == 9:
-            b.str()
-    elif r == 10:
-        b.u(), b.u()
-        for _ in range(b.u()):
-            b.s(), b.u()
-    else:
-        raise AssertionError("unknown record %d" % r)
 
 
 def main():
