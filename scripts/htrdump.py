@@ -287,10 +287,10 @@ def skip_record(b, r):
         raise ValueError("unknown record %d at %d" % (r, b.i))
 
 
-def chunk_modes(path):
-    """(PROCESS flags, [each CHUNK's pack mode byte in file order, None when
-    the dump is not packed]) of a dump."""
-    flags, modes = None, []
+def chunks(path):
+    """Each CHUNK record of a dump as (PROCESS flags, tid, base_time, its
+    bytes as written: packed when flags & 16); FLAGS follows the process."""
+    flags = None
     for kind, payload in frames(path):
         if kind != "frame":
             continue
@@ -304,15 +304,22 @@ def chunk_modes(path):
                 b.str()
                 b.str()
                 flags = [b.u() for _ in range(5)][3]
+                FLAGS.update(ticks=6 if flags & 4 else 0, units=bool(flags & 8),
+                             packed=bool(flags & 16))
             elif r == 4:
-                b.u()
-                b.u()
-                data = b.raw(b.u())
-                modes.append(data[0] if flags & 16 else None)
+                tid, base = b.u(), b.u()
+                yield flags, tid, base, b.raw(b.u())
             else:
                 skip_record(b, r)
-    return flags, modes
 
+
+def chunk_modes(path):
+    """(PROCESS flags, [each CHUNK's pack mode byte in file order, None when
+    the dump is not packed]) of a dump."""
+    flags, modes = None, []
+    for flags, _, _, data in chunks(path):
+        modes.append(data[0] if flags & 16 else None)
+    return flags, modes
 
 def main():
     path = sys.argv[1]

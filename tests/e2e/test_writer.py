@@ -239,30 +239,10 @@ def case_packed():
     T.eq("packed: exits 0", traced.returncode, 0)
     want = rel.output_facts(traced.stdout).get("allocations")
     flags, counts = None, {}
-    for kind, payload in htrdump.frames(dump):
-        if kind != "frame":
-            continue
-        b = htrdump.Buf(payload)
-        while not b.done():
-            r = b.d[b.i]
-            b.i += 1
-            if r == 1:
-                for _ in range(5):
-                    b.u()
-                b.str()
-                b.str()
-                rest = [b.u() for _ in range(5)]
-                flags = rest[3]
-                htrdump.FLAGS.update(ticks=6 if flags & 4 else 0, units=bool(flags & 8),
-                                     packed=bool(flags & 16))
-            elif r == 4:
-                b.u()
-                base, n = b.u(), b.u()
-                plain = htrdump.unpack_chunk(b.raw(n))
-                for e in htrdump.chunk_events(htrdump.Buf(plain), len(plain), base):
-                    counts[e[0]] = counts.get(e[0], 0) + 1
-            else:
-                htrdump.skip_record(b, r)
+    for flags, _, base, data in htrdump.chunks(dump):
+        plain = htrdump.unpack_chunk(data)
+        for e in htrdump.chunk_events(htrdump.Buf(plain), len(plain), base):
+            counts[e[0]] = counts.get(e[0], 0) + 1
     T.check("packed: the process record announces packed chunks",
             flags is not None and flags & 16, "flags %r" % flags)
     # the C library allocates a few blocks of its own (stdio)
