@@ -37,7 +37,7 @@
  * a bit is cleared only when no block of its bucket is left.
  */
 
-/* shim.h: ht_sample_pass_alloc() relies on the countdown never being > 0 unsampled */
+/* shim.h: the countdown is 0 unless sampling drew it (ht_sample_pass_alloc() relies on it) */
 __thread int64_t ht_sample_left __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
 static __thread int seeded __attribute__((tls_model("initial-exec")));
@@ -91,16 +91,18 @@ static int64_t draw(void)
 	return d < 1.0 ? 1 : (int64_t)d;
 }
 
+/* The allocation of size reaches the countdown (or the thread has not drawn yet). */
 int sample_slow(size_t size)
 {
 	if (!seeded) {
 		rng = ht_mono_ns() ^ ((uint64_t)syscall(SYS_gettid) << 32) ^ 0x9e3779b97f4a7c15ull;
 		seeded = 1;
-		ht_sample_left += draw();
-		if (ht_sample_left > 0)
+		ht_sample_left = draw();
+		if (size < (uint64_t)ht_sample_left) {
+			ht_sample_left -= (int64_t)size;
 			return 0;
+		}
 	}
-	(void)size;
 	/* the exponential is memoryless: one draw, whatever the overshoot */
 	ht_sample_left = draw();
 	return 1;

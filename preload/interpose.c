@@ -45,7 +45,7 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
 		p = untraced_alloc(size, 16);
 		return p ? p : ht_real.malloc(size);
 	}
-	if (HT_UNLIKELY(!ht_keep_alloc_counted(size)))
+	if (HT_UNLIKELY(!ht_keep_alloc(size)))
 		return ht_real.malloc(size);	/* sampling passed it over */
 	ht_in_shim = HT_GUARD_REAL;
 	p = ht_real.malloc(size);
@@ -102,7 +102,7 @@ HT_EXPORT HT_FAST void free(void *ptr)
 	free_slow(ptr);
 }
 
-/* The countdown already taken (calloc's fast path). */
+/* calloc's fast path did not pass it over, the countdown untouched */
 static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size)
 {
 	void *p;
@@ -118,7 +118,7 @@ static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size)
 	}
 	ht_in_shim = HT_GUARD_REAL;
 	p = ht_real.calloc(n, size);
-	if (HT_LIKELY(p != NULL) && ht_keep_alloc_counted(n * size)) {
+	if (HT_LIKELY(p != NULL) && ht_keep_alloc(n * size)) {
 		ht_in_shim = HT_GUARD_SHIM;
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
@@ -133,7 +133,7 @@ HT_EXPORT HT_FAST void *calloc(size_t n, size_t size)
 {
 	size_t total;
 
-	/* an overflow is counted as SIZE_MAX's -1: the real calloc fails it anyway */
+	/* an overflow is never passed over: the slow path's real calloc fails it */
 	if (__builtin_mul_overflow(n, size, &total))
 		total = SIZE_MAX;
 	if (ht_sample_pass_alloc(total))
@@ -159,7 +159,7 @@ static void *realloc_bootstrap(void *old, size_t size)
  * the old block freed early.
  */
 static void *realloc_sampled(unsigned api, void *old, size_t size,
-			     void *(*real)(void *, size_t, size_t), size_t n, int counted)
+			     void *(*real)(void *, size_t, size_t), size_t n)
 {
 	size_t total = api == HTR_API_REALLOCARRAY ? n * size : size;
 	int saved;
@@ -170,7 +170,7 @@ static void *realloc_sampled(unsigned api, void *old, size_t size,
 	ht_in_shim = HT_GUARD_REAL;
 	p = real(old, n, size);
 	ht_in_shim = HT_GUARD_SHIM;
-	if (p && (counted ? ht_keep_alloc_counted(total) : ht_keep_alloc(total))) {
+	if (p && ht_keep_alloc(total)) {
 		saved = errno;	/* before unwinding: libunwind may set it */
 		CAPTURE(c);
 		ev_alloc(api, p, total, &c);
@@ -179,9 +179,8 @@ static void *realloc_sampled(unsigned api, void *old, size_t size,
 	return p;
 }
 
-/* counted: the countdown was taken already (realloc's fast path) */
 static void *realloc_common(unsigned api, void *old, size_t size,
-			    void *(*real)(void *, size_t, size_t), size_t n, int counted)
+			    void *(*real)(void *, size_t, size_t), size_t n)
 {
 	struct ev_realloc_ctx x;
 	void *p;
@@ -196,7 +195,7 @@ static void *realloc_common(unsigned api, void *old, size_t size,
 	}
 	ht_in_shim = HT_GUARD_SHIM;
 	if (ht_cfg.sample_bytes) {
-		p = realloc_sampled(api, old, size, real, n, counted);
+		p = realloc_sampled(api, old, size, real, n);
 		ht_in_shim = 0;
 		return p;
 	}
@@ -244,13 +243,17 @@ static void *call_reallocarray(void *old, size_t n, size_t size)
 
 static __attribute__((noinline)) void *realloc_slow(void *old, size_t size)
 {
-	return realloc_common(HTR_API_REALLOC, old, size, call_realloc, 1, 1);
+	return realloc_common(HTR_API_REALLOC, old, size, call_realloc, 1);
 }
 
-/* Sampling passes it over: the new block was not picked, the old one never recorded. */
+/*
+ * Sampling passes it over: the old block never recorded, the new one not
+ * picked (asked second: a call the slow path takes has the countdown as
+ * it was).
+ */
 HT_EXPORT HT_FAST void *realloc(void *old, size_t size)
 {
-	if (ht_sample_pass_alloc(size) && ht_sample_pass_free(old))
+	if (ht_sample_pass_free(old) && ht_sample_pass_alloc(size))
 		return ht_real.realloc(old, size);
 	return realloc_slow(old, size);
 }
@@ -272,7 +275,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc_common(HTR_API_REALLOCARRAY, old, size, call_reallocarray, n, 0);
+	return realloc_common(HTR_API_REALLOCARRAY, old, size, call_reallocarray, n);
 }
 
 /* The aligned family: same shape, different real calls. */

@@ -93,21 +93,18 @@ static void *finish(int tr, unsigned api, void *p, size_t size)
 /*
  * Sampling's fast path, as in malloc: a call the countdown passes over goes
  * straight to the real allocator.  NULL when the call must take the full
- * path (sampled, or the allocation failed): the countdown is then given
- * back, since that path takes it again.
+ * path (sampled, or the allocation failed), with the countdown as it was
+ * before the call, since that path takes it again.
  */
 static inline void *sample_pass_new(size_t size)
 {
 	void *p;
 
-	if (!ht_sample_pass_alloc(size)) {
-		if (ht_cfg.sample_bytes)
-			ht_sample_left += ht_sample_size(size);
-		return NULL;
-	}
+	if (!ht_sample_pass_alloc(size))
+		return NULL;	/* the countdown untouched */
 	p = ht_real.malloc(size ? size : 1);
 	if (HT_UNLIKELY(!p))
-		ht_sample_left += ht_sample_size(size);
+		ht_sample_left += (int64_t)size;	/* back to what it was: size was below it */
 	return p;
 }
 

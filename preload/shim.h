@@ -347,31 +347,16 @@ void reach_realloc_end(void *old, void *p, size_t size);
 
 /* ---- bytesample.c: HEAPTRAIL_SAMPLE ---- */
 /*
- * The thread's countdown of bytes to the next recorded allocation.  Never
- * > 0 unless sampling is on (a thread starts at 0, only sample_slow() adds
- * to it, and a call that finds it not above 0 puts it back to 0 when not
- * sampling): the fast path in malloc needs no other test.  Requests count
- * at most HT_SAMPLE_SIZE_MAX, and the countdown never goes below minus
- * that, so it cannot wrap around to a large positive value (a failing
- * malloc(PTRDIFF_MAX) would otherwise have passed every later call over,
- * unrecorded, review finding S1).
+ * The thread's countdown: bytes to go before the next recorded allocation,
+ * 0 to 2^46 (a thread starts at 0: not drawn yet, or not sampling).  A call
+ * is passed over when its size is below the countdown, compared unsigned,
+ * and then takes its size off: nothing can wrap, whatever the size (review
+ * S1, S2: a signed countdown that malloc(PTRDIFF_MAX) drove past INT64_MIN
+ * passed every later call over, and a request of 2^63 bytes or more made
+ * it positive before the real malloc was known), and only sampling's own
+ * draws make it positive: the fast paths need no other test.
  */
 extern __thread int64_t ht_sample_left;
-#define HT_SAMPLE_SIZE_MAX ((int64_t)1 << 61)
-
-static inline int64_t ht_sample_size(size_t size)
-{
-	return size > (size_t)HT_SAMPLE_SIZE_MAX ? HT_SAMPLE_SIZE_MAX : (int64_t)size;
-}
-
-/* After a call the countdown did not pass over: keep it in its range. */
-static inline void ht_sample_settle(void)
-{
-	if (HT_LIKELY(!ht_cfg.sample_bytes))
-		ht_sample_left = 0;
-	else if (ht_sample_left < -HT_SAMPLE_SIZE_MAX)
-		ht_sample_left = -HT_SAMPLE_SIZE_MAX;
-}
 int sample_init(void);
 int sample_slow(size_t size);
 void sample_remember(void *p, size_t size);
@@ -385,47 +370,42 @@ static inline int ht_keep_alloc(size_t size)
 {
 	if (HT_LIKELY(!ht_cfg.sample_bytes))
 		return 1;
-	ht_sample_left -= ht_sample_size(size);
-	if (ht_sample_left > 0)
+	if (size < (uint64_t)ht_sample_left) {
+		ht_sample_left -= (int64_t)size;
 		return 0;
+	}
 	return sample_slow(size);
 }
 
 /*
  * Sampling's fast path, first thing in malloc: 1 when the call is passed
- * over (the countdown did not cross zero; never, not sampling).  Calls that
- * will not be traced (re-entry, stopped) count too: they are rare.  The
- * slow path then decides with ht_keep_alloc_counted(), the countdown
- * already taken.
+ * over (its size below the countdown, which it takes; never, not sampling).
+ * 0 leaves the countdown as it was, and the slow path decides with
+ * ht_keep_alloc().  Calls that will not be traced (re-entry, stopped) count
+ * too: they are rare.  x86-64: one subtraction in place, added back when it
+ * borrows or reaches 0 (single instructions: a signal handler's calls in
+ * between leave a consistent count).
  */
 static inline int ht_sample_pass_alloc(size_t size)
 {
-	int64_t n = ht_sample_size(size);
-	int pass;
-
-#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-	/* one read-modify-write and its flags, where the compiler loads, subtracts, stores, tests */
+#if defined(__x86_64__)
+	__asm__ goto("movq ht_sample_left@gottpoff(%%rip), %%rax\n\t"
+		     "subq %0, %%fs:(%%rax)\n\t"
+		     "jbe %l[keep]"
+		     : : "r"(size) : "rax", "cc", "memory" : keep);
+	return 1;
+keep:
 	__asm__ volatile("movq ht_sample_left@gottpoff(%%rip), %%rax\n\t"
-			 "subq %1, %%fs:(%%rax)"
-			 : "=@ccg"(pass)
-			 : "r"(n)
-			 : "rax", "memory");
+			 "addq %0, %%fs:(%%rax)"
+			 : : "r"(size) : "rax", "cc", "memory");
+	return 0;
 #else
-	ht_sample_left -= n;
-	pass = ht_sample_left > 0;
-#endif
-	if (HT_UNLIKELY(!pass))
-		ht_sample_settle();
-	return pass;
-}
-
-static inline int ht_keep_alloc_counted(size_t size)
-{
-	if (HT_LIKELY(!ht_cfg.sample_bytes))
+	if (size < (uint64_t)ht_sample_left) {
+		ht_sample_left -= (int64_t)size;
 		return 1;
-	if (ht_sample_left > 0)
-		return 0;
-	return sample_slow(size);
+	}
+	return 0;
+#endif
 }
 
 /* ptrset.c: the sampled set's filter when sampling kept its blocks there (lifecycle.c resets it) */
