@@ -71,6 +71,17 @@ static _Atomic int round_end_how;	/* != 0: the next round ends with an END recor
 static _Atomic uint64_t allocator_since;	/* the writer entered mallinfo2() then, or 0 */
 enum { ALLOC_IDLE, ALLOC_INSIDE, ALLOC_TAKEN };
 static _Atomic int alloc_state;	/* the writer in mallinfo2(), or taken over there */
+/*
+ * mallinfo2() walks every free chunk of every arena, holding each arena's
+ * lock: on a large, fragmented heap (python3's) that took milliseconds, a
+ * stall of the program's malloc calls every round.  So a round reads the
+ * allocator's figures (and writes a SAMPLE) only when at least 100 times
+ * the last call's duration has passed since it, keeping it under 1% of the
+ * time; on small heaps that is every round, as before.  A marker, and the
+ * final round, always get a fresh sample ('frag --at MARK' reads it).
+ */
+static uint64_t allocator_next_ns;
+static _Atomic int marked;	/* a marker was queued since the last sample */
 static int disk_failed;
 static int zstd_failed;		/* said once: a frame could not be compressed */
 static int initial_modules;	/* a forked child's first round lists the modules */
@@ -423,7 +434,7 @@ static int do_round(int final, int allocator_stats)
 	struct mallinfo2 mi;
 	uint8_t *p;
 	uint64_t w, sample_time;
-	int complete;
+	int complete, fresh;
 
 	clock_calibrate((uint64_t)ht_cfg.interval_ms * 1000000u);
 	/*
@@ -440,7 +451,9 @@ static int do_round(int final, int allocator_stats)
 	 * waits for it (a fatal signal, _exit from a handler): it takes RSS
 	 * but not the allocator's figures.
 	 */
-	if (allocator_stats) {
+	fresh = allocator_stats && (final || atomic_exchange(&marked, 0) ||
+				    ht_mono_ns() >= allocator_next_ns);
+	if (fresh) {
 		/*
 		 * mallinfo2() takes the arena locks.  A thread that holds one
 		 * may be waiting for us (_exit from a signal handler that
@@ -449,15 +462,20 @@ static int do_round(int final, int allocator_stats)
 		 */
 		int inside = ALLOC_INSIDE;
 
-		atomic_store(&allocator_since, ht_mono_ns());
+		uint64_t t0 = ht_mono_ns();
+
+		atomic_store(&allocator_since, t0);
 		atomic_store(&alloc_state, ALLOC_INSIDE);
 		mi = mallinfo2();
 		if (!atomic_compare_exchange_strong(&alloc_state, &inside, ALLOC_IDLE))
 			return -1;	/* writer_finish() took over meanwhile */
 		atomic_store(&allocator_since, 0);
+		allocator_next_ns = t0 + 101 * (ht_mono_ns() - t0);
 	}
-	p = room(128);
-	raw_len += sampler_record(p, 128, sample_time, allocator_stats ? &mi : NULL);
+	if (fresh || !allocator_stats) {
+		p = room(128);
+		raw_len += sampler_record(p, 128, sample_time, fresh ? &mi : NULL);
+	}
 	if (initial_modules || modules_changed()) {
 		p = room(256u << 10);
 		raw_len += modules_sync(p, 256u << 10, initial_modules ? 0 : ht_now());
@@ -1071,6 +1089,8 @@ void writer_reset_after_fork(void)
 	file_off = 0;
 	nwritten = 0;
 	marker_off = 0;
+	allocator_next_ns = 0;
+	atomic_store(&marked, 0);
 	frame_events = 0;
 	events_written = 0;
 	last_lost_total = 0;
@@ -1175,6 +1195,8 @@ int writer_top_record(const uint8_t *rec, size_t len)
 {
 	int ret = pending_add(rec, len);
 
+	if (ret == 0 && len && rec[0] == HTR_REC_MARK)
+		atomic_store(&marked, 1);	/* the next round samples afresh */
 	if (ret == 0 && pending_len > PENDING_BYTES / 2)
 		writer_wake();
 	return ret;
