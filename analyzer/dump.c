@@ -203,14 +203,28 @@ int64_t dump_text_add(struct dump *d, const uint8_t *s, size_t n)
  */
 static struct frame *frame_get(struct dump *d, size_t size)
 {
-	struct frame *f;
+	struct frame *f, **pf, **best = NULL;
 	size_t cap = size < 65536 ? 65536 : size;
 
 	if (d->flock)
 		pthread_mutex_lock(d->flock);
-	f = d->free_frames;
+	/*
+	 * The smallest buffer that fits, else the largest (replaced by a
+	 * larger one): taking the first one instead, every buffer in turn
+	 * met the largest frames and was replaced, so that the buffers grew
+	 * toward the largest frame's size and their memory with the dump's
+	 * length, and each replacement left a hole in the heap.
+	 */
+	for (pf = &d->free_frames; *pf; pf = &(*pf)->next) {
+		size_t c = (*pf)->cap;
+
+		if (!best || (c >= cap ? (*best)->cap < cap || c < (*best)->cap
+				       : (*best)->cap < cap && c > (*best)->cap))
+			best = pf;
+	}
+	f = best ? *best : NULL;
 	if (f) {
-		d->free_frames = f->next;
+		*best = f->next;
 		d->nfree--;
 		d->free_bytes -= f->cap;
 	}
