@@ -134,7 +134,7 @@ void dump_warn(struct dump *d, int kind, uint64_t off, const char *why)
 
 /* ---- batches ---- */
 
-static void batch_reset(struct batch *b)
+void dump_batch_reset(struct batch *b)
 {
 	size_t i;
 
@@ -144,11 +144,11 @@ static void batch_reset(struct batch *b)
 	b->status = BS_MORE;
 }
 
-static void batch_free(struct batch *b)
+void dump_batch_free(struct batch *b)
 {
 	if (!b)
 		return;
-	batch_reset(b);
+	dump_batch_reset(b);
 	free(b->ev);
 	free(b->text);
 	free(b->rare);
@@ -156,7 +156,7 @@ static void batch_free(struct batch *b)
 	free(b);
 }
 
-static struct batch *batch_new(void)
+struct batch *dump_batch_new(void)
 {
 	struct batch *b = calloc(1, sizeof *b);
 
@@ -266,7 +266,7 @@ static void frame_free(struct frame *f)
 }
 
 /* Back to the free list, or freed. */
-static void frame_put(struct dump *d, struct frame *f)
+void dump_frame_put(struct dump *d, struct frame *f)
 {
 	int keep = 0;
 
@@ -322,7 +322,7 @@ void dump_frame_unref(struct dump *d, struct frame *f)
 	if (--f->refs)
 		return;
 	d->hold -= f->size;
-	frame_put(d, f);
+	dump_frame_put(d, f);
 }
 
 /* ---- heap ---- */
@@ -545,8 +545,6 @@ static int frame_records(struct dump *d, struct frame *f, int commit)
 
 /* ---- reading frames ---- */
 
-enum { RF_OK, RF_EOF, RF_PARTIAL, RF_CORRUPT, RF_ERROR };
-
 static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off)
 {
 	size_t got = 0;
@@ -585,29 +583,13 @@ static int io_error(struct dump *d, int err)
 	return RF_ERROR;
 }
 
-/*
- * The file's half of reading a frame: header, sizes, data, decompression.
- * With a producer thread it runs on a reader thread of its own, NFETCH
- * frames ahead; it touches nothing but the file, the zstd context and the
- * buffer free list.
- */
-struct fetch {
-	struct frame *f;		/* RF_OK: the decompressed frame */
-	int rf;				/* RF_* */
-	uint64_t off, next;		/* the frame's offset, the next one's */
-	uint64_t fsize;			/* the file's size as last seen */
-	char why[256];			/* RF_CORRUPT */
-};
-
-#define NFETCH 2
-
 static void fetch_error(struct fetch *x, int err)
 {
 	x->rf = RF_ERROR;
 	errstr(err, x->why, sizeof x->why);
 }
 
-static void fetch_frame(struct dump *d, uint64_t off, struct fetch *x)
+void dump_fetch_frame(struct dump *d, uint64_t off, struct fetch *x)
 {
 	struct htr_frame_header h;
 	struct frame *f;
@@ -682,12 +664,10 @@ static void fetch_frame(struct dump *d, uint64_t off, struct fetch *x)
 		x->next = off + sizeof h + h.compressed_size;
 		goto out;
 	}
-	frame_put(d, f);
+	dump_frame_put(d, f);
 out:
 	x->fsize = d->fsize;
 }
-
-static int take_fetched(struct dump *d, struct fetch *x);
 
 /* The producer's half: checks the frame's records and queues them. */
 static int read_frame(struct dump *d)
@@ -696,8 +676,8 @@ static int read_frame(struct dump *d)
 	struct frame *f;
 	int ret;
 
-	if (!d->pipe || take_fetched(d, &x) < 0)
-		fetch_frame(d, d->off, &x);
+	if (!d->pipe || dump_take_fetched(d, &x) < 0)
+		dump_fetch_frame(d, d->off, &x);
 	d->bad_off = x.off;
 	d->pfsize = x.fsize;
 	if (x.rf != RF_OK) {
@@ -837,7 +817,7 @@ static int emit_record(struct dump *d, struct tlrec *t, uint64_t *time)
  * d->warn_*), BS_FAIL on a hard error (d->perr), BS_WAIT in follow mode at
  * the end of what the writer has written so far.
  */
-static int produce(struct dump *d)
+int dump_produce(struct dump *d)
 {
 	uint64_t time = 0;
 	int ret;
@@ -918,350 +898,6 @@ static int produce(struct dump *d)
 	return BS_END;
 }
 
-/* ---- the producer thread ---- */
-
-struct dump_pipe {
-	pthread_t th, rth;			/* producer, reader */
-	int reading;				/* the reader thread runs */
-	pthread_mutex_t mu;
-	pthread_cond_t cv_prod, cv_cons;	/* a free batch / a full batch */
-	pthread_cond_t cv_fetched, cv_room;	/* a frame read / room for one */
-	struct batch *all[NBATCHES];
-	struct batch *full[NBATCHES];		/* ring, in stream order */
-	unsigned fhead, nfull;
-	struct batch *freeb[NBATCHES];
-	unsigned nfree;
-	struct fetch fq[NFETCH];		/* ring of frames read ahead */
-	unsigned qhead, nq;
-	uint64_t roff;				/* where the reader reads next */
-	struct chunkunpack unpack;		/* the reader's, see pre_unpack() */
-	int stop;
-};
-
-/*
- * The reader thread's share of decoding (HTR_PF_PACKED): every packed chunk
- * of the frame unpacked into f->ubuf, for dump_enqueue_chunk() to take.
- * Only a help: it stops at anything it does not understand, and a chunk it
- * could not unpack is left to the cursor, which reports the damage where
- * the events reach it.
- */
-static void pre_unpack(struct dump *d, struct frame *f, struct chunkunpack *u)
-{
-	struct rd r = { f->raw, f->raw + f->size, 0 };
-	int units = !!(d->proc.flags & HTR_PF_PTR_UNITS);
-	uint64_t n, i;
-	size_t len;
-
-	/*
-	 * Frames stay until their chunks are replayed, and a dump whose
-	 * watermarks are far apart holds many: past a budget their chunks are
-	 * left packed, so that memory stays bounded as without the thread.
-	 */
-	if (__atomic_load_n(&d->ubytes, __ATOMIC_RELAXED) > PREUNPACK_BUDGET)
-		return;
-
-	while (r.p < r.end && !r.bad) {
-		uint8_t type = *r.p++;
-
-		switch (type) {
-		case HTR_REC_PROCESS:
-			for (i = 0; i < 5; i++)
-				rd_u(&r);
-			rd_bytes(&r, &len);
-			rd_bytes(&r, &len);
-			for (i = 0; i < 5; i++)
-				rd_u(&r);
-			break;
-		case HTR_REC_MODULE_LOAD:
-			rd_u(&r);
-			rd_u(&r);
-			rd_u(&r);
-			rd_bytes(&r, &len);
-			rd_bytes(&r, &len);
-			n = rd_u(&r);
-			for (i = 0; i < n && !r.bad; i++) {
-				rd_u(&r);
-				rd_u(&r);
-			}
-			break;
-		case HTR_REC_MODULE_UNLOAD:
-			rd_u(&r);
-			rd_u(&r);
-			break;
-		case HTR_REC_CHUNK: {
-			const uint8_t *q, *qe;
-			const char *why;
-			struct preunpacked *e;
-
-			rd_u(&r);
-			rd_u(&r);
-			n = rd_u(&r);
-			if (r.bad || n > (uint64_t)(r.end - r.p))
-				return;
-			q = r.p;
-			qe = r.p + n;
-			r.p += n;
-			if (chunk_unpack(u, &q, &qe, units, &why))
-				continue;	/* left to the cursor */
-			if (dump_grow((void **)&f->pre, &f->cappre, f->npre + 1, sizeof *f->pre))
-				return;
-			e = &f->pre[f->npre];
-			e->off = (size_t)(r.p - n - f->raw);
-			e->len = (size_t)n;
-			e->plen = (size_t)(qe - q);
-			e->in_raw = q >= f->raw && q <= f->raw + f->size;
-			if (e->in_raw) {
-				e->uoff = (size_t)(q - f->raw);
-			} else {
-				if (dump_grow((void **)&f->ubuf, &f->ucap, f->ulen + e->plen + 1, 1))
-					return;
-				e->uoff = f->ulen;
-				memcpy(f->ubuf + f->ulen, q, e->plen);
-				f->ulen += e->plen;
-			}
-			f->npre++;
-			continue;
-		}
-		case HTR_REC_SAMPLE:
-			for (i = 0; i < 8; i++)
-				rd_u(&r);
-			break;
-		case HTR_REC_WATERMARK:
-			rd_u(&r);
-			break;
-		case HTR_REC_LOST:
-			for (i = 0; i < 3; i++)
-				rd_u(&r);
-			break;
-		case HTR_REC_END:
-			for (i = 0; i < 5; i++)
-				rd_u(&r);
-			break;
-		case HTR_REC_MARK:
-			rd_u(&r);
-			rd_bytes(&r, &len);
-			break;
-		case HTR_REC_REACH:
-			rd_u(&r);
-			rd_u(&r);
-			n = rd_u(&r);
-			for (i = 0; i < n && !r.bad; i++) {
-				rd_u(&r);
-				rd_u(&r);
-			}
-			break;
-		default:
-			return;
-		}
-	}
-}
-
-/* The reader thread: decompresses the frames ahead of the producer. */
-static void *reader_main(void *arg)
-{
-	struct dump *d = arg;
-	struct dump_pipe *p = d->pipe;
-	uint64_t off = p->roff;
-
-	for (;;) {
-		struct fetch x;
-		int stop;
-
-		pthread_mutex_lock(&p->mu);
-		while (p->nq == NFETCH && !p->stop)
-			pthread_cond_wait(&p->cv_room, &p->mu);
-		stop = p->stop;
-		pthread_mutex_unlock(&p->mu);
-		if (stop)
-			return NULL;
-		fetch_frame(d, off, &x);
-		if (x.rf == RF_OK && (d->proc.flags & HTR_PF_PACKED)) {
-			struct frame *f = x.f;
-
-			pre_unpack(d, f, &p->unpack);
-			/* held until its chunks are replayed: no slack */
-			if (f->ubuf && f->ulen + 1 < f->ucap) {
-				uint8_t *nb = realloc(f->ubuf, f->ulen + 1);
-
-				if (nb) {
-					f->ubuf = nb;
-					f->ucap = f->ulen + 1;
-				}
-			}
-			__atomic_add_fetch(&d->ubytes, f->ucap, __ATOMIC_RELAXED);
-		}
-		pthread_mutex_lock(&p->mu);
-		p->fq[(p->qhead + p->nq) % NFETCH] = x;
-		p->nq++;
-		pthread_cond_signal(&p->cv_fetched);
-		pthread_mutex_unlock(&p->mu);
-		if (x.rf != RF_OK)
-			return NULL;	/* nothing follows a bad or missing frame */
-		off = x.next;
-	}
-}
-
-/* The next frame from the reader thread: 0, or -1 without a reader. */
-static int take_fetched(struct dump *d, struct fetch *x)
-{
-	struct dump_pipe *p = d->pipe;
-
-	if (!p->reading)
-		return -1;
-	pthread_mutex_lock(&p->mu);
-	while (!p->nq && !p->stop)
-		pthread_cond_wait(&p->cv_fetched, &p->mu);
-	if (p->nq) {
-		*x = p->fq[p->qhead];
-		p->qhead = (p->qhead + 1) % NFETCH;
-		p->nq--;
-		pthread_cond_signal(&p->cv_room);
-	} else {	/* closing */
-		memset(x, 0, sizeof *x);
-		x->rf = RF_ERROR;
-		snprintf(x->why, sizeof x->why, "closed");
-	}
-	pthread_mutex_unlock(&p->mu);
-	return 0;
-}
-
-static void *producer_main(void *arg)
-{
-	struct dump *d = arg;
-	struct dump_pipe *p = d->pipe;
-
-	for (;;) {
-		struct batch *b = d->pb;
-		int st = produce(d);
-
-		b->status = st;
-		b->off = d->off;
-		b->fsize = d->pfsize;
-		pthread_mutex_lock(&p->mu);
-		p->full[(p->fhead + p->nfull) % NBATCHES] = b;
-		p->nfull++;
-		d->pb = NULL;
-		/* the caller is woken once half the batches are full: fewer wake-ups */
-		if (p->nfull == NBATCHES / 2 || st != BS_MORE)
-			pthread_cond_signal(&p->cv_cons);
-		/* after the last batch the producer touches nothing more */
-		if (st != BS_MORE) {
-			pthread_mutex_unlock(&p->mu);
-			return NULL;
-		}
-		/* woken once half the batches are free: fewer wake-ups */
-		while (p->nfree < NBATCHES / 2 && !p->stop)
-			pthread_cond_wait(&p->cv_prod, &p->mu);
-		if (p->stop) {
-			pthread_mutex_unlock(&p->mu);
-			return NULL;
-		}
-		b = p->freeb[--p->nfree];
-		pthread_mutex_unlock(&p->mu);
-		batch_reset(b);
-		d->pb = b;
-	}
-}
-
-static int want_thread(const struct dump *d)
-{
-	if (d->follow || d->thread_mode == 0)
-		return 0;
-	if (d->thread_mode == 1)
-		return 1;
-	return d->fsize >= THREAD_MIN_BYTES && sysconf(_SC_NPROCESSORS_ONLN) > 1;
-}
-
-/* Starts the producer thread; 0, or -1 to go on without one. */
-static int pipe_start(struct dump *d)
-{
-	struct dump_pipe *p = calloc(1, sizeof *p);
-	int i;
-
-	if (!p)
-		return -1;
-	p->all[0] = d->pb;
-	for (i = 1; i < NBATCHES; i++) {
-		p->all[i] = batch_new();
-		if (!p->all[i])
-			goto fail;
-		p->freeb[p->nfree++] = p->all[i];
-	}
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv_prod, NULL);
-	pthread_cond_init(&p->cv_cons, NULL);
-	pthread_cond_init(&p->cv_fetched, NULL);
-	pthread_cond_init(&p->cv_room, NULL);
-	d->pfollow = 0;
-	d->pipe = p;
-	/* the reader first: the producer asks it for every frame once it runs */
-	if (!d->final && !d->stopped) {
-		p->roff = d->off;
-		d->flock = &p->mu;
-		p->reading = pthread_create(&p->rth, NULL, reader_main, d) == 0;
-		if (!p->reading)
-			d->flock = NULL;
-	}
-	if (pthread_create(&p->th, NULL, producer_main, d) == 0)
-		return 0;
-	if (p->reading) {
-		pthread_mutex_lock(&p->mu);
-		p->stop = 1;
-		pthread_cond_broadcast(&p->cv_room);
-		pthread_mutex_unlock(&p->mu);
-		pthread_join(p->rth, NULL);
-		d->flock = NULL;
-		for (; p->nq; p->nq--, p->qhead = (p->qhead + 1) % NFETCH)
-			if (p->fq[p->qhead].f)
-				frame_put(d, p->fq[p->qhead].f);
-		chunkunpack_free(&p->unpack);
-	}
-	d->pipe = NULL;
-	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv_prod);
-	pthread_cond_destroy(&p->cv_cons);
-	pthread_cond_destroy(&p->cv_fetched);
-	pthread_cond_destroy(&p->cv_room);
-fail:
-	for (i = 1; i < NBATCHES; i++)
-		batch_free(p->all[i]);
-	free(p);
-	return -1;
-}
-
-static void pipe_stop(struct dump *d)
-{
-	struct dump_pipe *p = d->pipe;
-	int i;
-
-	pthread_mutex_lock(&p->mu);
-	p->stop = 1;
-	pthread_cond_broadcast(&p->cv_prod);
-	pthread_cond_broadcast(&p->cv_fetched);
-	pthread_cond_broadcast(&p->cv_room);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->th, NULL);
-	if (p->reading) {
-		pthread_join(p->rth, NULL);
-		/* frames read ahead and never taken */
-		d->flock = NULL;
-		for (; p->nq; p->nq--, p->qhead = (p->qhead + 1) % NFETCH)
-			if (p->fq[p->qhead].f)
-				frame_put(d, p->fq[p->qhead].f);
-	}
-	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv_prod);
-	pthread_cond_destroy(&p->cv_cons);
-	pthread_cond_destroy(&p->cv_fetched);
-	pthread_cond_destroy(&p->cv_room);
-	chunkunpack_free(&p->unpack);
-	for (i = 0; i < NBATCHES; i++)
-		batch_free(p->all[i]);
-	free(p);
-	d->pipe = NULL;
-	d->pb = d->cb = NULL;
-}
-
 /* ---- hand-out (the consumer) ---- */
 
 /* The consumer's next batch: returns the previous one to the producer. */
@@ -1273,10 +909,10 @@ static void next_batch(struct dump *d)
 	if (!p) {
 		b = d->pb;
 		if (d->cb)
-			batch_reset(b);		/* all handed out */
+			dump_batch_reset(b);		/* all handed out */
 		d->cb = b;
 		d->pfollow = d->follow;
-		b->status = produce(d);
+		b->status = dump_produce(d);
 		b->off = d->off;
 		b->fsize = d->pfsize;
 	} else {
@@ -1439,8 +1075,8 @@ int dump_next(struct dump *d, struct dump_event *ev)
 			default:
 				break;
 			}
-		} else if (want_thread(d)) {
-			pipe_start(d);	/* or read here without one */
+		} else if (dump_want_thread(d)) {
+			dump_pipe_start(d);	/* or read here without one */
 		}
 		next_batch(d);
 	}
@@ -1530,7 +1166,7 @@ struct dump *dump_open(const char *path, char *err, size_t errlen)
 	d->proc.start_realtime_ns = le64toh(h.start_realtime_ns);
 	d->off = hsize;
 	d->zd = ZSTD_createDCtx();
-	d->pb = batch_new();
+	d->pb = dump_batch_new();
 	if (!d->zd || !d->pb) {
 		dump_set_err(d, "out of memory");
 		return open_fail(d, err, errlen, ENOMEM);
@@ -1571,9 +1207,9 @@ void dump_close(struct dump *d)
 	if (!d)
 		return;
 	if (d->pipe)
-		pipe_stop(d);
+		dump_pipe_stop(d);
 	else
-		batch_free(d->pb);
+		dump_batch_free(d->pb);
 	for (i = 0; i < d->nheap; i++) {
 		if (!(d->heap[i].order & ORD_CURSOR)) {
 			struct tlrec *t = d->heap[i].obj;

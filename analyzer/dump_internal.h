@@ -608,4 +608,55 @@ uint64_t dump_hold_peak(const struct dump *d);
  */
 void dump_set_thread_mode(struct dump *d, int mode);
 
+/* ---- the reading pipeline, between dump.c and dump_pipe.c ---- */
+
+enum { RF_OK, RF_EOF, RF_PARTIAL, RF_CORRUPT, RF_ERROR };
+
+/*
+ * The file's half of reading a frame: header, sizes, data, decompression.
+ * With a producer thread it runs on a reader thread of its own, NFETCH
+ * frames ahead; it touches nothing but the file, the zstd context and the
+ * buffer free list.
+ */
+struct fetch {
+	struct frame *f;		/* RF_OK: the decompressed frame */
+	int rf;				/* RF_* */
+	uint64_t off, next;		/* the frame's offset, the next one's */
+	uint64_t fsize;			/* the file's size as last seen */
+	char why[256];			/* RF_CORRUPT */
+};
+
+#define NFETCH 2
+
+struct dump_pipe {
+	pthread_t th, rth;			/* producer, reader */
+	int reading;				/* the reader thread runs */
+	pthread_mutex_t mu;
+	pthread_cond_t cv_prod, cv_cons;	/* a free batch / a full batch */
+	pthread_cond_t cv_fetched, cv_room;	/* a frame read / room for one */
+	struct batch *all[NBATCHES];
+	struct batch *full[NBATCHES];		/* ring, in stream order */
+	unsigned fhead, nfull;
+	struct batch *freeb[NBATCHES];
+	unsigned nfree;
+	struct fetch fq[NFETCH];		/* ring of frames read ahead */
+	unsigned qhead, nq;
+	uint64_t roff;				/* where the reader reads next */
+	struct chunkunpack unpack;		/* the reader's, see pre_unpack() */
+	int stop;
+};
+
+/* dump.c */
+struct batch *dump_batch_new(void);
+void dump_batch_reset(struct batch *b);
+void dump_batch_free(struct batch *b);
+void dump_frame_put(struct dump *d, struct frame *f);
+void dump_fetch_frame(struct dump *d, uint64_t off, struct fetch *x);
+int dump_produce(struct dump *d);
+/* dump_pipe.c */
+int dump_want_thread(const struct dump *d);
+int dump_pipe_start(struct dump *d);
+void dump_pipe_stop(struct dump *d);
+int dump_take_fetched(struct dump *d, struct fetch *x);
+
 #endif

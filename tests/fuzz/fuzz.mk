@@ -14,7 +14,8 @@
 FUZZ_DIR = $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CLANG ?= clang
-FUZZ_SRC = tests/fuzz/fuzz_dump.c analyzer/dump.c analyzer/dump_thread.c analyzer/chunkunpack.c
+FUZZ_SRC = tests/fuzz/fuzz_dump.c analyzer/dump.c analyzer/dump_thread.c analyzer/dump_pipe.c \
+	   analyzer/chunkunpack.c
 FUZZ_DEPS = $(FUZZ_SRC) analyzer/dump.h analyzer/dump_internal.h \
 	    common/htr_format.h common/htr_varint.h
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -D_GNU_SOURCE -Icommon -Ianalyzer \

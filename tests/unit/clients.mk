@@ -11,6 +11,7 @@
 CLIENTSU_DIR = $(BUILD)/unit
 CLIENTSU_OBJ = $(BUILD)/obj/analyzer/clients.o $(BUILD)/obj/analyzer/replay.o \
 	       $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o \
+	       $(BUILD)/obj/analyzer/dump_pipe.o \
 	       $(BUILD)/obj/analyzer/chunkunpack.o
 
 $(CLIENTSU_DIR)/test_clients: tests/unit/test_clients.c tests/unit/dumpgen.c \

@@ -18,6 +18,7 @@ DUMPGEN_DEPS = tests/unit/dumpgen.c tests/unit/dumpgen.h common/htr_format.h \
 BENCH_DUMP_EVENTS ?= 20000000
 # The reader's objects, for any test that links it without the whole analyzer.
 DUMP_OBJ = $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o \
+	   $(BUILD)/obj/analyzer/dump_pipe.o \
 	   $(BUILD)/obj/analyzer/chunkunpack.o
 
 $(DUMPU_DIR)/test_dump: tests/unit/test_dump.c $(DUMPGEN_DEPS) \
