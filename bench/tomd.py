@@ -56,6 +56,13 @@ def main():
     print()
     print("\\* some counted runs shared the CPU with other processes (noisy).")
     print()
+    packed = ["%s %s %.0f%%" % (wl, c, 100 * st["packed_share"])
+              for wl, w in r["workloads"].items() for c, st in w["configs"].items()
+              if st.get("packed_share") is not None and c != "packed"]
+    if packed:
+        print("Chunks packed under `HEAPTRAIL_PACK=auto` (the share of each dump's chunks): " +
+              ", ".join(packed) + ".")
+        print()
     ratios = [(wl, w["overhead_ratio"]) for wl, w in r["workloads"].items()
               if w.get("overhead_ratio") is not None]
     if ratios:
