@@ -17,7 +17,10 @@
  * how much CPU was left idle: on the machine (/proc/stat, kept open), and for this
  * process (the CPUs it may run on less the CPU time of all of its threads,
  * the writer's packing included); it packs while both leave at least
- * 0.6 of a CPU, and stops below 0.35.  A packed dump says so once
+ * 0.6 of a CPU, and stops below 0.35.  The process's CPUs are those of its
+ * affinity mask, or fewer under a CPU quota of its own cgroup (cgroup v2
+ * cpu.max, v1 cpu.cfs_quota_us: a container given 2 CPUs of a 64-CPU
+ * host is busy at 2).  A packed dump says so once
  * (HTR_PF_PACKED); each chunk then says whether it was packed
  * (HTR_PACK_COLUMNS) or left as it was (HTR_PACK_RAW).
  */
@@ -31,6 +34,7 @@ static uint64_t window_idle, window_total;	/* /proc/stat jiffies */
 static int packing;
 static struct ht_kept_file proc_stat = HT_KEPT_FILE("/proc/stat");	/* keptfile.c */
 static unsigned online_cpus;
+static uint64_t cpus_milli;	/* CPUs the process may use, in thousandths */
 /*
  * HEAPTRAIL__PACK_PROBE=FILE (tests only): the spare CPU, in thousandths,
  * is read from FILE instead of measured, so that a test can tell the
@@ -74,23 +78,129 @@ static int machine_jiffies(uint64_t *idle, uint64_t *total)
 	return field == 8 ? 0 : -1;
 }
 
-static int probe_spare(int64_t *spare)
+/* A small file's first line, NUL-terminated; -1 when it cannot be read. */
+static int read_line(const char *path, char *buf, size_t cap)
 {
-	char buf[32];
-	int fd = open(probe, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
-	const char *p;
+	char *nl;
 
 	if (fd < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, cap - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
-	for (*spare = 0, p = buf; *p >= '0' && *p <= '9'; p++)
-		*spare = *spare * 10 + (*p - '0');
-	return p == buf ? -1 : 0;
+	nl = strchr(buf, '\n');
+	if (nl)
+		*nl = '\0';
+	return 0;
+}
+
+static uint64_t parse_u64(const char **p)
+{
+	uint64_t v = 0;
+
+	while (**p >= '0' && **p <= '9')
+		v = v * 10 + (uint64_t)(*(*p)++ - '0');
+	return v;
+}
+
+/* mount + cgroup path ("/" is the mount itself) + file, without stdio; -1 when too long. */
+static int cg_file(char *out, size_t cap, const char *mount, const char *cg, const char *file)
+{
+	struct ht_str s;
+
+	str_init(&s, out, cap);
+	str_add(&s, mount);
+	if (strcmp(cg, "/"))
+		str_add(&s, cg);
+	str_add(&s, file);
+	return s.len + 1 < cap ? 0 : -1;
+}
+
+/*
+ * The CPU quota of the process's own cgroup, in thousandths of a CPU; 0
+ * when none (or unknown).  Read once, when the writer starts: quotas set on
+ * an ancestor cgroup only are not seen.
+ */
+static uint64_t cgroup_quota_milli(void)
+{
+	char line[512], path[768], val[64];
+	const char *p;
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	char buf[2048];
+	ssize_t n;
+	char *l, *next;
+	uint64_t quota, period;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	for (l = buf; *l; l = next) {
+		char *c1 = strchr(l, ':'), *c2;
+
+		next = strchr(l, '\n');
+		if (next)
+			*next++ = '\0';
+		else
+			next = l + strlen(l);
+		if (!c1 || !(c2 = strchr(c1 + 1, ':')))
+			continue;
+		*c2 = '\0';
+		if (strlen(c2 + 1) >= sizeof(line))
+			continue;
+		strcpy(line, c2 + 1);
+		if (c2 == c1 + 1) {
+			/* v2: "0::/path", cpu.max holds "max PERIOD" or "QUOTA PERIOD" */
+			if (cg_file(path, sizeof(path), "/sys/fs/cgroup", line, "/cpu.max") < 0 ||
+			    read_line(path, val, sizeof(val)) < 0 || val[0] < '0' || val[0] > '9')
+				continue;
+			p = val;
+			quota = parse_u64(&p);
+			while (*p == ' ')
+				p++;
+			period = parse_u64(&p);
+		} else {
+			/* v1: "N:cpu,cpuacct:/path", mounted at /sys/fs/cgroup/cpu */
+			const char *ctl = c1 + 1;
+
+			if (strcmp(ctl, "cpu") && strncmp(ctl, "cpu,", 4) && !strstr(ctl, ",cpu,") &&
+			    (strlen(ctl) < 4 || strcmp(ctl + strlen(ctl) - 4, ",cpu")))
+				continue;
+			if (cg_file(path, sizeof(path), "/sys/fs/cgroup/cpu", line,
+				    "/cpu.cfs_quota_us") < 0 ||
+			    read_line(path, val, sizeof(val)) < 0 || val[0] < '0' || val[0] > '9')
+				continue;	/* "-1": no quota */
+			p = val;
+			quota = parse_u64(&p);
+			if (cg_file(path, sizeof(path), "/sys/fs/cgroup/cpu", line,
+				    "/cpu.cfs_period_us") < 0 ||
+			    read_line(path, val, sizeof(val)) < 0)
+				continue;
+			p = val;
+			period = parse_u64(&p);
+		}
+		if (quota && period)
+			return quota * 1000 / period;
+	}
+	return 0;
+}
+
+static int probe_spare(int64_t *spare)
+{
+	char buf[32];
+	const char *p = buf;
+
+	if (read_line(probe, buf, sizeof(buf)) < 0 || *p < '0' || *p > '9')
+		return -1;
+	*spare = (int64_t)parse_u64(&p);
+	return 0;
 }
 
 void pack_policy_start(void)
@@ -105,12 +215,19 @@ void pack_policy_start(void)
 		strcpy(probe, v);
 
 	online_cpus = on > 0 ? (unsigned)on : 1;
+	cpus_milli = (uint64_t)ht_cfg.cpus * 1000;
+	{
+		uint64_t q = cgroup_quota_milli();
+
+		if (q && q < cpus_milli)
+			cpus_milli = q;
+	}
 	window_start_ns = ht_mono_ns();
 	window_start_cpu_ns = process_cpu_ns();
 	if (machine_jiffies(&window_idle, &window_total) < 0)
 		window_total = 0;
 	/* until the first window is measured: what the machine's size suggests */
-	packing = ht_cfg.cpus >= 4;
+	packing = cpus_milli >= 4000;
 }
 
 int pack_policy_now(void)
@@ -126,7 +243,7 @@ int pack_policy_now(void)
 		return packing;
 	/* CPUs this process left idle over the window, in thousandths */
 	cpu = process_cpu_ns();
-	spare = (int64_t)ht_cfg.cpus * 1000 - (int64_t)((cpu - window_start_cpu_ns) * 1000 / wall);
+	spare = (int64_t)cpus_milli - (int64_t)((cpu - window_start_cpu_ns) * 1000 / wall);
 	/* ... and the machine */
 	if (machine_jiffies(&idle, &total) == 0 && window_total && total > window_total) {
 		int64_t machine = (int64_t)((idle - window_idle) * online_cpus * 1000 /

@@ -288,6 +288,57 @@ def case_pack_auto():
     T.eq("pack auto: and bytes", sum(s["leaked_bytes"] for s in sites), facts.get("leaked_bytes"))
 
 
+def cpu_quota_cgroup(d):
+    """A cgroup limited to one CPU (v1 or v2), or None: (path, procs file)."""
+    name = "heaptrail-test-%d" % os.getpid()
+    for base, files in (("/sys/fs/cgroup/cpu", (("cpu.cfs_period_us", "100000"),
+                                                ("cpu.cfs_quota_us", "100000"))),
+                        ("/sys/fs/cgroup", (("cpu.max", "100000 100000"),))):
+        path = os.path.join(base, name)
+        try:
+            os.mkdir(path)
+        except OSError:
+            continue
+        try:
+            for f, v in files:
+                with open(os.path.join(path, f), "w") as fh:
+                    fh.write(v)
+            return path
+        except OSError:
+            os.rmdir(path)
+    return None
+
+
+def case_pack_auto_quota():
+    """Under a one-CPU quota a busy one-thread program leaves no CPU to spare,
+    however idle the machine: auto does not pack."""
+    if os.getuid() != 0:
+        raise check.Skip("a cgroup with a CPU quota needs root")
+    exe = check.built_target("writer_burst")
+    d = fresh_dir("pack-quota")
+    cg = cpu_quota_cgroup(d)
+    if cg is None:
+        raise check.Skip("no writable cgroup cpu controller (v1 cpu or v2 cpu.max)")
+    try:
+        dump = os.path.join(d, "q.htr")
+        env = rel.shim_env(dump, {"HEAPTRAIL_PACK": "auto"})
+        env["HT_SHIM"] = env.pop("LD_PRELOAD")	# the program's, not the shell's
+        traced = rel.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && '
+                          'LD_PRELOAD="$HT_SHIM" exec "$@"', cg,
+                          exe, "1", "3000000", "0"], env=env, cwd=d)
+        T.eq("pack auto under a quota: exits 0", traced.returncode, 0)
+        flags, modes = htrdump.chunk_modes(dump)
+        later = modes[len(modes) // 4:]	# after the first 100 ms windows
+        T.check("pack auto under a one-CPU quota: (nearly) nothing packed",
+                later and sum(m == 1 for m in later) <= len(later) // 10,
+                "%d of %d later chunks packed" % (sum(m == 1 for m in later), len(later)))
+    finally:
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+
+
 def process_flags(dump):
     """The PROCESS record's flags (the first record of the first frame)."""
     for kind, payload in htrdump.frames(dump):
@@ -322,7 +373,7 @@ def main():
              ("held name", case_held),
              ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd),
              ("packed chunks", case_packed), ("record --pack", case_record_pack),
-             ("pack auto", case_pack_auto)]
+             ("pack auto", case_pack_auto), ("pack auto under a CPU quota", case_pack_auto_quota)]
     try:
         rel.run_cases(T, cases, "WRITER_ONLY")
     finally:
