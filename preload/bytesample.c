@@ -98,7 +98,7 @@ int sample_slow(size_t size)
 		rng = ht_mono_ns() ^ ((uint64_t)syscall(SYS_gettid) << 32) ^ 0x9e3779b97f4a7c15ull;
 		seeded = 1;
 		ht_sample_left = draw();
-		if (size < (uint64_t)ht_sample_left) {
+		if (ht_sample_below(size)) {
 			ht_sample_left -= (int64_t)size;
 			return 0;
 		}

@@ -267,10 +267,16 @@ int writer_tid(void);		/* the writer thread's tid, 0 when none */
 int writer_fd(void);		/* the dump's descriptor, -1 when none */
 void writer_move_fd(void);	/* before the program dup2()s onto it */
 
-/* The program must not close or replace our dump's descriptor. */
+/*
+ * The lowest of our descriptors (the dump's, keptfile.c's) in [first, last]
+ * that the program must not close, or -1; none while inside the shim.
+ */
+int ht_guarded_fd_in(unsigned first, unsigned last);
+
+/* The program must not close or replace our descriptors. */
 static inline int ht_guards_fd(int f)
 {
-	return HT_UNLIKELY(f >= 0 && f == writer_fd()) && !ht_in_shim;
+	return f >= 0 && HT_UNLIKELY(ht_guarded_fd_in((unsigned)f, (unsigned)f) == f);
 }
 
 /* ---- modules.c: loaded objects, build-ids ---- */
@@ -357,6 +363,21 @@ void reach_realloc_end(void *old, void *p, size_t size);
  * draws make it positive: the fast paths need no other test.
  */
 extern __thread int64_t ht_sample_left;
+/*
+ * Requests of this size or more never pass over (nor does any while the
+ * countdown is 0 or below, as without sampling).  The countdown is drawn
+ * below 2^46 (36.7 means at most, HEAPTRAIL_SAMPLE <= 2^40), so a
+ * subtraction stays within (-2^47, 2^46]: the value in memory is never a
+ * wrapped one, also for a signal handler that allocates between the
+ * subtraction and its giving back (review finding L1).
+ */
+#define HT_SAMPLE_SIZE_LIMIT ((size_t)1 << 46)
+
+/* Is size below the countdown (the call then passes over)? */
+static inline int ht_sample_below(size_t size)
+{
+	return size < HT_SAMPLE_SIZE_LIMIT && (int64_t)size < ht_sample_left;
+}
 int sample_init(void);
 int sample_slow(size_t size);
 void sample_remember(void *p, size_t size);
@@ -370,7 +391,7 @@ static inline int ht_keep_alloc(size_t size)
 {
 	if (HT_LIKELY(!ht_cfg.sample_bytes))
 		return 1;
-	if (size < (uint64_t)ht_sample_left) {
+	if (ht_sample_below(size)) {
 		ht_sample_left -= (int64_t)size;
 		return 0;
 	}
@@ -382,16 +403,19 @@ static inline int ht_keep_alloc(size_t size)
  * over (its size below the countdown, which it takes; never, not sampling).
  * 0 leaves the countdown as it was, and the slow path decides with
  * ht_keep_alloc().  Calls that will not be traced (re-entry, stopped) count
- * too: they are rare.  x86-64: one subtraction in place, added back when it
- * borrows or reaches 0 (single instructions: a signal handler's calls in
- * between leave a consistent count).
+ * too: they are rare.  x86-64: one subtraction in place, added back when
+ * the result is 0 or below (single instructions, and the value between
+ * them a small negative one: a signal handler's calls in between take the
+ * slow path and give back their own share, see HT_SAMPLE_SIZE_LIMIT).
  */
 static inline int ht_sample_pass_alloc(size_t size)
 {
 #if defined(__x86_64__)
+	if (HT_UNLIKELY(size >= HT_SAMPLE_SIZE_LIMIT))
+		return 0;
 	__asm__ goto("movq ht_sample_left@gottpoff(%%rip), %%rax\n\t"
 		     "subq %0, %%fs:(%%rax)\n\t"
-		     "jbe %l[keep]"
+		     "jle %l[keep]"
 		     : : "r"(size) : "rax", "cc", "memory" : keep);
 	return 1;
 keep:
@@ -400,7 +424,7 @@ keep:
 			 : : "r"(size) : "rax", "cc", "memory");
 	return 0;
 #else
-	if (size < (uint64_t)ht_sample_left) {
+	if (ht_sample_below(size)) {
 		ht_sample_left -= (int64_t)size;
 		return 1;
 	}
