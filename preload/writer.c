@@ -96,6 +96,7 @@ static uint64_t frame_events;	/* events in the frame being built */
 static struct { uint64_t start, events; } written[FRAME_HISTORY];
 static unsigned nwritten;
 static uint64_t marker_off;
+static int final_round;	/* the last round is being written: a marker carries END */
 static int after_exec;		/* an earlier image of this pid wrote a dump */
 static uint64_t events_written;
 static uint64_t last_lost_total;
@@ -240,7 +241,7 @@ static void disk_failure(void)
 	events_written -= frame_events;
 	atomic_fetch_add(&ht_lost[HTR_LOST_DISK], frame_events);
 	ht_msg("cannot write the dump (disk full?): recording stops; the target keeps running");
-	write_marker(0);
+	write_marker(final_round);	/* the final round's own flush failed: END too (review L6) */
 }
 
 /*
@@ -434,7 +435,7 @@ static int do_round(int final, int allocator_stats)
 	struct mallinfo2 mi;
 	uint8_t *p;
 	uint64_t w, sample_time;
-	int complete, fresh;
+	int complete, fresh, mark_seen;
 
 	clock_calibrate((uint64_t)ht_cfg.interval_ms * 1000000u);
 	/*
@@ -445,13 +446,16 @@ static int do_round(int final, int allocator_stats)
 	 * the sample after the marker showed the heap before the frees
 	 * (test_frag's frag_pinned, once, under load).
 	 */
+	final_round = final;
+	/* a marker queued before this is dated before the sample (review L4) */
+	mark_seen = atomic_exchange(&marked, 0);
 	sample_time = ht_now();
 	/*
 	 * The final round may run while a thread that holds an arena lock
 	 * waits for it (a fatal signal, _exit from a handler): it takes RSS
 	 * but not the allocator's figures.
 	 */
-	fresh = allocator_stats && (final || atomic_exchange(&marked, 0) ||
+	fresh = allocator_stats && (final || mark_seen ||
 				    ht_mono_ns() >= allocator_next_ns);
 	if (fresh) {
 		/*
