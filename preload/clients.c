@@ -460,8 +460,8 @@ HT_EXPORT int dup2(int oldfd, int newfd)
 {
 	int ret;
 
-	if (ht_guards_fd(newfd) && oldfd != newfd)
-		writer_move_fd();
+	if (newfd >= 0 && newfd == writer_fd() && !ht_in_shim && oldfd != newfd)
+		writer_move_fd();	/* the dump's; a kept file's is reopened (keptfile.c) */
 	ret = REAL(dup2)(oldfd, newfd);
 	uint64_t id;
 
@@ -480,8 +480,8 @@ HT_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	int ret;
 
-	if (ht_guards_fd(newfd) && oldfd != newfd)
-		writer_move_fd();
+	if (newfd >= 0 && newfd == writer_fd() && !ht_in_shim && oldfd != newfd)
+		writer_move_fd();	/* the dump's; a kept file's is reopened (keptfile.c) */
 	ret = REAL(dup3)(oldfd, newfd, flags);
 	uint64_t id;
 
@@ -498,10 +498,10 @@ HT_EXPORT int dup3(int oldfd, int newfd, int flags)
 
 HT_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	int ours = writer_fd();
+	int ours = first <= last ? ht_guarded_fd_in(first, last) : -1;
 
-	/* Close around our dump's descriptor. */
-	if (ours >= 0 && !ht_in_shim && (unsigned)ours >= first && (unsigned)ours <= last) {
+	/* Close around our descriptors (the dump's, the files the writer re-reads). */
+	if (ours >= 0) {
 		int r1 = 0, r2 = 0;
 
 		if ((unsigned)ours > first)
@@ -525,9 +525,10 @@ HT_EXPORT int close_range(unsigned first, unsigned last, int flags)
 
 HT_EXPORT void closefrom(int lowfd)
 {
-	int ours = writer_fd();
+	int ours;
 
-	if (ours >= 0 && !ht_in_shim && ours >= lowfd) {
+	/* around our descriptors, lowest first */
+	while (lowfd >= 0 && (ours = ht_guarded_fd_in((unsigned)lowfd, ~0u)) >= 0) {
 		if (ours > lowfd)
 			close_range((unsigned)lowfd, (unsigned)ours - 1, 0);
 		lowfd = ours + 1;

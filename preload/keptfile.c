@@ -1,5 +1,6 @@
 /* keptfile.c - the /proc and /sys files the shim re-reads, kept open at a high descriptor */
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,9 +12,59 @@
  * take the lowest free descriptor for a moment, the number a program
  * thread may be about to get from open() or dup(), as POSIX promises it
  * (review finding 28).  So each stays open, moved to a high number, and is
- * read with pread() from its start.  Its identity is checked before each
- * read: the program may have closed it (closefrom) and reused the number.
+ * read with pread() from its start.  Like the dump's, these descriptors
+ * survive the program's close(), close_range() and closefrom() (clients.c
+ * asks ht_guarded_fd_in()): reopening one later, from the writer thread
+ * while the program runs, would take the lowest free number for a moment
+ * (review finding L2).  Its identity is still checked before each read: the
+ * program may have dup2()ed over it.
  */
+
+#define KEPT_MAX 4
+static struct ht_kept_file *kept[KEPT_MAX];
+
+static void remember(struct ht_kept_file *k)
+{
+	int i;
+
+	for (i = 0; i < KEPT_MAX; i++)
+		if (kept[i] == k)
+			return;
+	for (i = 0; i < KEPT_MAX; i++)
+		if (!kept[i]) {
+			kept[i] = k;
+			return;
+		}
+}
+
+/* 900, or below a low RLIMIT_NOFILE, where F_DUPFD at 900 would fail (review L3). */
+static int kept_floor(void)
+{
+	struct rlimit rl;
+	int want = HT_KEPT_FD_MIN;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)want + 128 > rl.rlim_cur)
+		want = rl.rlim_cur > 256 ? (int)rl.rlim_cur - 128 : 10;
+	return want;
+}
+
+int ht_guarded_fd_in(unsigned first, unsigned last)
+{
+	int best = -1, w = writer_fd(), i;
+
+	if (ht_in_shim)
+		return -1;
+	if (w >= 0 && (unsigned)w >= first && (unsigned)w <= last)
+		best = w;
+	for (i = 0; i < KEPT_MAX; i++) {
+		int f = kept[i] ? kept[i]->fd : -1;
+
+		if (f >= 0 && (unsigned)f >= first && (unsigned)f <= last && (best < 0 || f < best))
+			best = f;
+	}
+	return best;
+}
 
 static int ours(const struct ht_kept_file *k)
 {
@@ -34,7 +85,7 @@ int kept_file_open(struct ht_kept_file *k, int above)
 	f = open(k->path, O_RDONLY | O_CLOEXEC);
 	if (f < 0)
 		return -1;
-	nf = fcntl(f, F_DUPFD_CLOEXEC, above > 3 ? above : HT_KEPT_FD_MIN);
+	nf = fcntl(f, F_DUPFD_CLOEXEC, above > 3 ? above : kept_floor());
 	if (nf >= 0) {
 		close(f);
 		f = nf;
@@ -45,6 +96,7 @@ int kept_file_open(struct ht_kept_file *k, int above)
 	}
 	k->dev = st.st_dev;
 	k->ino = st.st_ino;
+	remember(k);
 	return k->fd = f;
 }
 

@@ -218,14 +218,17 @@ def case_dup2():
 def case_lowfd():
     exe = check.built_target("writer_lowfd")
     d = fresh_dir("lowfd")
-    dump = os.path.join(d, "l.htr")
-    traced = rel.run([exe, "1500"], env=rel.shim_env(dump, {"HEAPTRAIL_INTERVAL_MS": "1"}),
-                     cwd=d)
-    T.eq("lowfd: exits 0", traced.returncode, 0)
-    facts = rel.output_facts(traced.stdout)
-    T.check("lowfd: the program checked often", facts.get("checks", 0) > 1000, "%r" % facts)
-    T.eq("lowfd: dup() always returned the lowest free number", facts.get("misses"), 0)
-    rel.clean_dump(T, "lowfd", dump, "exit")
+    for label, extra in (("lowfd", []), ("lowfd after closefrom", ["closefrom"])):
+        dump = os.path.join(d, "l%d.htr" % len(extra))
+        traced = rel.run([exe, "1500"] + extra,
+                         env=rel.shim_env(dump, {"HEAPTRAIL_INTERVAL_MS": "1",
+                                                 "HEAPTRAIL_PACK": "auto"}), cwd=d)
+        T.eq(label + ": exits 0", traced.returncode, 0)
+        facts = rel.output_facts(traced.stdout)
+        T.check(label + ": the program checked often", facts.get("checks", 0) > 1000,
+                "%r" % facts)
+        T.eq(label + ": dup() always returned the lowest free number", facts.get("misses"), 0)
+        rel.clean_dump(T, label, dump, "exit")
 
 
 # --- packed chunks, read by the independent decoder ------------------------------------

@@ -12,8 +12,11 @@
  * take low numbers, not even for a moment (reading /proc files for its
  * samples).
  *
- *   writer_lowfd MILLISECONDS
+ *   writer_lowfd MILLISECONDS [closefrom]
  *
+ * With "closefrom", first closes every descriptor from 3 up, as daemons do
+ * (review finding L2: the files the writer keeps open must survive it, not
+ * be reopened later at a low number).
  * For that long, dup(2) again and again and check that it returns the
  * lowest number that was free at the start.  Prints "checks N" and
  * "misses M" (dups that returned another number).
@@ -33,10 +36,12 @@ int main(int argc, char **argv)
 	double end;
 	int lowest;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: writer_lowfd MILLISECONDS\n");
+	if (argc < 2) {
+		fprintf(stderr, "usage: writer_lowfd MILLISECONDS [closefrom]\n");
 		return 2;
 	}
+	if (argc > 2)
+		closefrom(3);
 	end = now_ms() + atof(argv[1]);
 	lowest = dup(2);
 	if (lowest < 0)
