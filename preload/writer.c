@@ -196,6 +196,8 @@ static int write_frame(const uint8_t *data, size_t len)
  */
 static void write_marker(int end)
 {
+	int ret;
+
 	for (;;) {
 		uint8_t rec[96], *q = rec;
 
@@ -216,7 +218,9 @@ static void write_marker(int end)
 			take_back();
 		}
 		marker_off = file_off;
-		if (write_frame(rec, (size_t)(q - rec)) == 0 || !nwritten) {
+		ret = write_frame(rec, (size_t)(q - rec));
+		/* room is made only on a full disk (not a pipe, not zstd: review L7) */
+		if (ret == 0 || !nwritten || (ret != -ENOSPC && ret != -EDQUOT && ret != -EFBIG)) {
 			if (file_off == marker_off)
 				marker_off = 0;		/* not written: nothing to replace */
 			return;
