@@ -1,4 +1,4 @@
-/* keptfile.c - the /proc and /sys files the shim re-reads, kept open at a high descriptor */
+/* keptfile.c - the /proc and /sys files the shim reads: once, or again and again from a descriptor kept high */
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -98,6 +98,22 @@ int kept_file_open(struct ht_kept_file *k, int above)
 	k->ino = st.st_ino;
 	remember(k);
 	return k->fd = f;
+}
+
+ssize_t ht_read_file(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0 || !cap) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
 }
 
 ssize_t kept_file_read(struct ht_kept_file *k, char *buf, size_t cap)

@@ -153,17 +153,12 @@ static int address_space_allows(void)
 	char buf[64];
 	uint64_t pages = 0;
 	ssize_t n, i;
-	int fd;
 
 	if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return 1;
-	fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
-			pages = pages * 10 + (uint64_t)(buf[i] - '0');
-	}
+	n = ht_read_file("/proc/self/statm", buf, sizeof(buf));
+	for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+		pages = pages * 10 + (uint64_t)(buf[i] - '0');
 	return (uint64_t)rl.rlim_cur >= pages * (uint64_t)sysconf(_SC_PAGESIZE) +
 					4 * SHIM_ADDRESS_SPACE;
 }
@@ -266,19 +261,14 @@ int ht_earlier_image(uint32_t pid, uint64_t start_realtime_ns)
 	struct timespec rt, boot;
 	uint64_t ticks = 0, hz, started;
 	ssize_t n, i;
-	int f, field;
+	int field;
 	const char *p;
 
 	if (pid != (uint32_t)getpid())
 		return 0;
-	f = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return 1;	/* cannot tell: as before */
-	n = read(f, buf, sizeof(buf) - 1);
-	close(f);
+	n = ht_read_file("/proc/self/stat", buf, sizeof(buf));
 	if (n <= 0)
-		return 1;
-	buf[n] = '\0';
+		return 1;	/* cannot tell: as before */
 	p = strrchr(buf, ')');	/* the command may hold spaces and parentheses */
 	if (!p)
 		return 1;

@@ -81,17 +81,10 @@ static int machine_jiffies(uint64_t *idle, uint64_t *total)
 /* A small file's first line, NUL-terminated; -1 when it cannot be read. */
 static int read_line(const char *path, char *buf, size_t cap)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
 	char *nl;
 
-	if (fd < 0)
+	if (ht_read_file(path, buf, cap) <= 0)
 		return -1;
-	n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	nl = strchr(buf, '\n');
 	if (nl)
 		*nl = '\0';
@@ -129,19 +122,12 @@ static uint64_t cgroup_quota_milli(void)
 {
 	char line[512], path[768], val[64];
 	const char *p;
-	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 	char buf[2048];
-	ssize_t n;
 	char *l, *next;
 	uint64_t quota, period;
 
-	if (fd < 0)
+	if (ht_read_file("/proc/self/cgroup", buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	for (l = buf; *l; l = next) {
 		char *c1 = strchr(l, ':'), *c2;
 

@@ -309,6 +309,11 @@ struct ht_kept_file {
 #define HT_KEPT_FD_MIN 900
 /* (Re)open at a number >= above (HT_KEPT_FD_MIN when above <= 3); the fd or -1. */
 int kept_file_open(struct ht_kept_file *k, int above);
+/*
+ * A small file read once (open, read, close), NUL-terminated: the bytes
+ * read, <= 0 when none; for files read at start or in a forked child.
+ */
+ssize_t ht_read_file(const char *path, char *buf, size_t cap);
 /* Its contents from the start, NUL-terminated, reopened if it is no longer ours; -1. */
 ssize_t kept_file_read(struct ht_kept_file *k, char *buf, size_t cap);
 

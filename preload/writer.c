@@ -653,9 +653,7 @@ static int is_ancestor(uint32_t pid)
 		char path[64], buf[512];
 		struct ht_str s;
 		uint32_t ppid = 0;
-		ssize_t n;
 		char *q;
-		int f;
 
 		if (p == pid)
 			return 1;
@@ -663,14 +661,8 @@ static int is_ancestor(uint32_t pid)
 		str_add(&s, "/proc/");
 		str_add_u64(&s, p);
 		str_add(&s, "/stat");
-		f = open(path, O_RDONLY | O_CLOEXEC);
-		if (f < 0)
+		if (ht_read_file(path, buf, sizeof(buf)) <= 0)
 			return 0;
-		n = read(f, buf, sizeof(buf) - 1);
-		close(f);
-		if (n <= 0)
-			return 0;
-		buf[n] = '\0';
 		/* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
 		q = strrchr(buf, ')');
 		if (!q || q[1] != ' ' || !q[2] || q[3] != ' ')
