@@ -121,6 +121,7 @@ static inline uint64_t ht_mono_ns(void)
 uint64_t ht_clock_ns(void);
 void clock_init(void);		/* sets ht_start_ns */
 void clock_calibrate(uint64_t interval_ns);	/* writer, each round */
+int clock_fit_pending(void);	/* TSC usable but not fitted yet */
 
 /* Dump time: ns since the start. */
 static inline uint64_t ht_now(void)

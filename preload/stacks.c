@@ -209,11 +209,17 @@ void stacks_capture(struct ht_capture *c)
 	if (ht_cfg.unwind == HTR_UNWIND_FP) {
 		n = fp_backtrace(raw, want);
 	} else {
-		/* cached .eh_frame rules (unwind.c); libunwind for what they cannot do */
-		int got = unwind_backtrace(raw, want, self_lo, self_hi);
+		/* cached .eh_frame rules (unwind.c), our frames left out as it goes */
+		int got = unwind_backtrace(c->ips, keep, self_lo, self_hi);
 
-		if (got < 0)
-			got = unw_backtrace((void **)raw, (int)want);
+		if (HT_LIKELY(got >= 0)) {
+			c->depth = (unsigned)got;
+			if (HT_UNLIKELY(check_mode))
+				check_unwind(c->ips, c->depth, want, keep);
+			return;
+		}
+		/* libunwind for what the rules cannot do */
+		got = unw_backtrace((void **)raw, (int)want);
 		n = got > 0 ? (unsigned)got : 0;
 		if (HT_UNLIKELY(check_mode))
 			check_unwind(raw, n, want, keep);

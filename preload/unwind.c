@@ -716,8 +716,9 @@ static inline const struct tentry *rule_of(struct tentry *tc, uintptr_t ip, uint
 
 /*
  * The return addresses of the caller's stack from the program's first frame
- * out, our own frames [self_lo, self_hi) at the top left out.  -1: some
- * frame is beyond the cache's rules; ask libunwind.
+ * out, at most max, our own frames [self_lo, self_hi) left out (those at the
+ * top and any further down, such as main()'s wrapper).  -1: some frame is
+ * beyond the cache's rules; ask libunwind.
  */
 __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 					       uintptr_t self_lo, uintptr_t self_hi)
@@ -728,6 +729,7 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 	uint64_t gen = (uint64_t)(atomic_load_explicit(&forget_gen, memory_order_acquire) &
 				  0xffff) << 48;
 	struct tentry *tc = tcache;
+	uintptr_t span = self_hi - self_lo;
 	unsigned n = 0;
 
 	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
@@ -740,7 +742,7 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 	 * only tail-call, so they leave no frame): follow the chain past them
 	 * to the program's first frame, checking each link.
 	 */
-	while (fp[1] - self_lo < self_hi - self_lo) {
+	while (fp[1] - self_lo < span) {
 		uintptr_t *next = (uintptr_t *)fp[0];
 
 		if (next <= fp || (uintptr_t)next + 16 > hi || ((uintptr_t)next & 7))
@@ -754,7 +756,8 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 		const struct tentry *te;
 		uintptr_t cfa, ra;
 
-		out[n++] = ip;
+		if (HT_LIKELY(ip - self_lo >= span))
+			out[n++] = ip;
 		te = rule_of(tc, ip, gen);
 		if (HT_LIKELY(te->kind == K_RSP))
 			cfa = sp + te->cfa_off;

@@ -8,9 +8,9 @@ int unwind_init(void);
 /* A module was unloaded: forget every cached rule. */
 void unwind_forget(void);
 /*
- * The caller's return addresses, innermost first, from the first frame
- * outside [self_lo, self_hi) (the shim's text); -1 when some frame needs
- * libunwind.
+ * The caller's return addresses, innermost first, at most max, every frame
+ * in [self_lo, self_hi) (the shim's text) left out; -1 when some frame
+ * needs libunwind.
  */
 int unwind_backtrace(uintptr_t *out, unsigned max, uintptr_t self_lo, uintptr_t self_hi);
 
