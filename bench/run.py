@@ -496,7 +496,9 @@ class Bench:
         if not w or not self.wanted("analyzer"):
             return
         res = self.results.setdefault("analyzer", {})
-        runs = 1 if self.args.quick else 3
+        # A program of a third of a second on a shared machine: five counted
+        # runs after a warm-up (three gave medians 50% apart between runs).
+        runs = 1 if self.args.quick else 5
         cfg = []
         for label, cname, argv in (("heaptrail report", "heaptrail", [self.cli, "report"]),
                                    ("heaptrack_print", "heaptrack", [self.heaptrack_print])):
@@ -506,7 +508,7 @@ class Bench:
                             "events": st["events"], "allocations": st["totals"]["allocations"]})
         if not cfg:
             return
-        stats = self.measure("analyzer", [], cfg, runs=runs, warmup=0)
+        stats = self.measure("analyzer", [], cfg, runs=runs, warmup=0 if self.args.quick else 1)
         for c in cfg:
             st = stats[c["name"]]
             if not st["times"]:
@@ -692,7 +694,7 @@ class Bench:
         if a:
             print()
             print("analyzer on mtmalloc's dumps (median of %d runs; the 10x dump: 1 run):"
-                  % (1 if self.args.quick else 3))
+                  % (1 if self.args.quick else 5))
             for label, r in a.items():
                 if isinstance(r, dict):
                     print("  %-27s %10d events %7.3fs %7.2f M events/s  peak RSS %.1f MB"
