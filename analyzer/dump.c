@@ -918,7 +918,7 @@ static void next_batch(struct dump *d)
 	} else {
 		pthread_mutex_lock(&p->mu);
 		if (d->cb) {
-			p->freeb[p->nfree++] = d->cb;
+			p->freeb[(p->frhead + p->nfree++) % NBATCHES] = d->cb;
 			if (p->nfree == NBATCHES / 2)
 				pthread_cond_signal(&p->cv_prod);
 		}

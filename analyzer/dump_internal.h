@@ -158,7 +158,16 @@ enum { WARN_NONE, WARN_TRUNC, WARN_CORRUPT, WARN_ORDER };
  * in the same order.
  */
 #define BATCH_EVENTS 2048u		/* a batch is handed over once this full */
-#define NBATCHES 8			/* batches in flight with a producer thread */
+/*
+ * Batches in flight with a producer thread.  Free batches are reused
+ * oldest first: one just read by the consumer sits in the other core's
+ * cache, and writing its 64-byte entries again meant a cache line taken
+ * back from that core per event (a LIFO of 8 batches: 40% of the
+ * producer's time on mtmalloc's dump; a FIFO of 16, 2 MiB, reuses
+ * batches read 8 batches ago, out of that core's L2: report 0.38 ->
+ * 0.26 s, median of 9).
+ */
+#define NBATCHES 16
 #define THREAD_MIN_BYTES (4ull << 20)	/* smaller dumps are read without a thread */
 /*
  * Bytes of chunks unpacked ahead by the reader thread, at most.  They live
@@ -637,8 +646,8 @@ struct dump_pipe {
 	struct batch *all[NBATCHES];
 	struct batch *full[NBATCHES];		/* ring, in stream order */
 	unsigned fhead, nfull;
-	struct batch *freeb[NBATCHES];
-	unsigned nfree;
+	struct batch *freeb[NBATCHES];		/* ring, the longest free first */
+	unsigned frhead, nfree;
 	struct fetch fq[NFETCH];		/* ring of frames read ahead */
 	unsigned qhead, nq;
 	uint64_t roff;				/* where the reader reads next */

@@ -235,7 +235,9 @@ static void *producer_main(void *arg)
 			pthread_mutex_unlock(&p->mu);
 			return NULL;
 		}
-		b = p->freeb[--p->nfree];
+		b = p->freeb[p->frhead];
+		p->frhead = (p->frhead + 1) % NBATCHES;
+		p->nfree--;
 		pthread_mutex_unlock(&p->mu);
 		dump_batch_reset(b);
 		d->pb = b;
@@ -264,7 +266,7 @@ int dump_pipe_start(struct dump *d)
 		p->all[i] = dump_batch_new();
 		if (!p->all[i])
 			goto fail;
-		p->freeb[p->nfree++] = p->all[i];
+		p->freeb[(p->frhead + p->nfree++) % NBATCHES] = p->all[i];
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv_prod, NULL);
