@@ -54,6 +54,8 @@ static int exit_key_ok;
 static atomic_flag buf_lock = ATOMIC_FLAG_INIT;
 static struct ht_buf *free_list;
 static struct ht_buf *full_head, *full_tail;
+static unsigned nqueued;	/* buffers in the full queue */
+#define WAKE_AFTER 4		/* full buffers that wake the writer */
 static unsigned nbuffers;
 static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
 
@@ -110,6 +112,7 @@ void threads_reset_after_fork(void)
 	atomic_flag_clear(&buf_lock);
 	free_list = NULL;
 	full_head = full_tail = NULL;
+	nqueued = 0;
 	nbuffers = 0;
 	region_reset(&buf_region);
 	for (t = atomic_load(&registry); t; t = t->next_all) {
@@ -175,6 +178,7 @@ struct ht_buf *threads_take_full(void)
 	ht_spin_lock(&buf_lock);
 	b = full_head;
 	full_head = full_tail = NULL;
+	nqueued = 0;
 	ht_spin_unlock(&buf_lock);
 	return b;
 }
@@ -199,22 +203,28 @@ static void release(struct ht_thread *t)
 	atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
 }
 
-/* Hand the thread's buffer to the writer (caller is BUSY or HELD). */
-static void hand_off(struct ht_thread *t)
+/*
+ * Hand the thread's buffer to the writer (caller is BUSY or HELD); returns
+ * how many buffers now wait for it.
+ */
+static unsigned hand_off(struct ht_thread *t)
 {
 	struct ht_buf *b = t->buf;
+	unsigned n;
 
 	if (!b)
-		return;
+		return 0;
 	t->buf = NULL;
 	if (!b->len) {
 		threads_recycle(b);
-		return;
+		return 0;
 	}
 	b->tid = t->tid;
 	ht_spin_lock(&buf_lock);
 	queue_push_locked(b);
+	n = ++nqueued;
 	ht_spin_unlock(&buf_lock);
+	return n;
 }
 
 static struct ht_thread *thread_register(void)
@@ -285,10 +295,9 @@ struct ht_thread *thread_begin(size_t need)
 	while (HT_UNLIKELY(!t->buf || t->buf->len + need > HT_BUF_BYTES)) {
 		struct ht_buf *b;
 
-		if (t->buf) {
-			hand_off(t);
+		/* a few buffers a wake-up (its rounds take the rest) */
+		if (t->buf && hand_off(t) >= WAKE_AFTER)
 			writer_wake();
-		}
 		b = buffer_get();
 		if (b) {
 			t->buf = b;

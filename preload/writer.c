@@ -61,6 +61,7 @@ static pthread_t thread;
 static _Atomic int running;	/* the writer thread exists */
 static _Atomic int tid;		/* its tid (HEAPTRAIL_REACH leaves it running) */
 static _Atomic uint32_t wake_word;
+static _Atomic int writer_asleep;	/* in futex_wait on wake_word, or about to be */
 static _Atomic int stop_how;	/* != 0: final round requested */
 static _Atomic int pause_req;	/* writer_pause(): a round, then the thread ends */
 static int stop_status;
@@ -534,10 +535,16 @@ static void announce_progress(void)
 	syscall(SYS_futex, &progress_word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+/*
+ * A system call only when the writer sleeps: a busy writer sees the word
+ * move before it sleeps again.  (Both sides write, then read the other's
+ * word, sequentially consistent: one of them sees the other's write.)
+ */
 void writer_wake(void)
 {
 	atomic_fetch_add(&wake_word, 1);
-	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (atomic_load(&writer_asleep))
+		syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static void *writer_main(void *arg)
@@ -584,7 +591,10 @@ static void *writer_main(void *arg)
 		drain_pending();
 		if (raw_len > FLUSH_BYTES)
 			flush_frame();
-		futex_wait(&wake_word, seen, (fit_at && fit_at < next ? fit_at : next) - now);
+		atomic_store(&writer_asleep, 1);
+		if (atomic_load(&wake_word) == seen)
+			futex_wait(&wake_word, seen, (fit_at && fit_at < next ? fit_at : next) - now);
+		atomic_store(&writer_asleep, 0);
 	}
 	atomic_store(&running, 0);
 	return NULL;
