@@ -1,5 +1,8 @@
 /* clock.c - event time: CLOCK_MONOTONIC, read through the TSC when that is safe */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -14,8 +17,12 @@
  * converted time follows CLOCK_MONOTONIC (within microseconds).  Until the
  * first fit, and everywhere else, events call clock_gettime().
  *
- * Readers take the current segment under a sequence counter (the writer is
- * its only writer), so a segment is never read half-updated.
+ * There are two segments: the writer (their only writer) fills the one not
+ * in use, under its own sequence counter, then makes it the current one.
+ * Readers take the current one and check its counter, so a segment is
+ * never read half-updated, and never waited for: a writer preempted (or a
+ * process forked) in the middle of an update leaves the current segment
+ * whole.
  */
 
 uint64_t ht_start_ns;
@@ -26,8 +33,12 @@ struct segment {
 	uint64_t mult;		/* ns per tick, 32.32 fixed point; 0 = unusable */
 };
 
-static struct segment seg;
-static _Atomic uint32_t seg_seq;
+/* one cache line, read by every event */
+static struct {
+	struct segment seg[2];
+	_Atomic uint32_t seq[2];	/* odd while seg[i] is written */
+	_Atomic uint32_t cur;		/* the segment in use */
+} clk __attribute__((aligned(64)));
 static _Atomic int tsc_ok;	/* the writer may turn it off */
 static uint64_t cal_tsc, cal_ns;	/* first calibration point */
 
@@ -60,11 +71,14 @@ uint64_t ht_clock_ns(void)
 		uint32_t s1, s2;
 		struct segment cur;
 
+		unsigned i;
+
 		do {
-			s1 = atomic_load_explicit(&seg_seq, memory_order_acquire);
-			cur = seg;
+			i = atomic_load_explicit(&clk.cur, memory_order_acquire) & 1;
+			s1 = atomic_load_explicit(&clk.seq[i], memory_order_acquire);
+			cur = clk.seg[i];
 			atomic_thread_fence(memory_order_acquire);
-			s2 = atomic_load_explicit(&seg_seq, memory_order_relaxed);
+			s2 = atomic_load_explicit(&clk.seq[i], memory_order_relaxed);
 		} while (s1 != s2 || (s1 & 1));
 		if (cur.mult) {
 			uint64_t t = rdtsc();
@@ -93,12 +107,33 @@ static int kernel_uses_tsc(void)
 #endif
 }
 
+/*
+ * HEAPTRAIL__CLOCK_STALL_MS=N (tests only): the writer's first fit stops
+ * N ms halfway through its update, as a writer preempted there would
+ * (tests/e2e/test_dl_fork.py forks then).
+ */
+static unsigned stall_ms;
+
+static void stall_for_test(void)
+{
+	struct timespec ts;
+
+	if (!stall_ms)
+		return;
+	ts.tv_sec = stall_ms / 1000;
+	ts.tv_nsec = (long)(stall_ms % 1000) * 1000000L;
+	stall_ms = 0;
+	syscall(SYS_nanosleep, &ts, NULL);
+}
+
 void clock_init(void)
 {
+	const char *stall = getenv("HEAPTRAIL__CLOCK_STALL_MS");
+
+	stall_ms = stall ? (unsigned)strtoul(stall, NULL, 10) : 0;
 	ht_start_ns = ht_mono_ns();
 	tsc_ok = kernel_uses_tsc();
-	memset(&seg, 0, sizeof(seg));
-	atomic_store(&seg_seq, 0);
+	memset(&clk, 0, sizeof(clk));
 	if (tsc_ok) {
 		cal_tsc = rdtsc();
 		cal_ns = ht_mono_ns();
@@ -112,7 +147,7 @@ void clock_init(void)
  */
 int clock_fit_pending(void)
 {
-	return atomic_load_explicit(&tsc_ok, memory_order_relaxed) && !seg.mult;
+	return atomic_load_explicit(&tsc_ok, memory_order_relaxed) && !clk.seg[clk.cur & 1].mult;
 }
 
 /* A close (TSC, CLOCK_MONOTONIC) pair: the reading with the tightest bracket. */
@@ -139,6 +174,9 @@ void clock_calibrate(uint64_t interval_ns)
 	uint64_t tsc = 0, ns = 0, base, mult, start;
 	struct segment next;
 	double slope, correction;
+	unsigned other = (atomic_load_explicit(&clk.cur, memory_order_relaxed) + 1) & 1;
+	const struct segment *now = &clk.seg[other ^ 1];
+	uint32_t s;
 
 	static unsigned rounds;
 
@@ -156,9 +194,9 @@ void clock_calibrate(uint64_t interval_ns)
 	if (ns - cal_ns < 2000000u || tsc <= cal_tsc)
 		return;		/* too short a baseline for a slope yet (2 ms: +-1e-5) */
 	slope = (double)(ns - cal_ns) / (double)(tsc - cal_tsc);
-	if (seg.mult) {
+	if (now->mult) {
 		/* Continue from where the current segment stands now ... */
-		start = seg.ns0 + (uint64_t)(((unsigned __int128)(tsc - seg.tsc0) * seg.mult) >> 32);
+		start = now->ns0 + (uint64_t)(((unsigned __int128)(tsc - now->tsc0) * now->mult) >> 32);
 		/* ... and steer towards CLOCK_MONOTONIC over the next interval. */
 		correction = ((double)ns - (double)start) / (double)(interval_ns ? interval_ns : 1);
 		if (correction > 0.01)
@@ -176,8 +214,12 @@ void clock_calibrate(uint64_t interval_ns)
 	next.tsc0 = base;
 	next.ns0 = start;
 	next.mult = mult;
-	atomic_fetch_add_explicit(&seg_seq, 1, memory_order_relaxed);
+	/* the other segment: odd (whatever a fork left it), written, even, current */
+	s = atomic_load_explicit(&clk.seq[other], memory_order_relaxed) | 1;
+	atomic_store_explicit(&clk.seq[other], s, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	seg = next;
-	atomic_fetch_add_explicit(&seg_seq, 1, memory_order_release);
+	clk.seg[other] = next;
+	stall_for_test();
+	atomic_store_explicit(&clk.seq[other], s + 1, memory_order_release);
+	atomic_store_explicit(&clk.cur, other, memory_order_release);
 }

@@ -756,8 +756,11 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 		const struct tentry *te;
 		uintptr_t cfa, ra;
 
-		if (HT_LIKELY(ip - self_lo >= span))
+		if (HT_LIKELY(ip - self_lo >= span)) {
 			out[n++] = ip;
+			if (HT_UNLIKELY(n == max))
+				break;	/* not a step further: it could only fail */
+		}
 		te = rule_of(tc, ip, gen);
 		if (HT_LIKELY(te->kind == K_RSP))
 			cfa = sp + te->cfa_off;

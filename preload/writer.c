@@ -1087,6 +1087,7 @@ void writer_reset_after_fork(void)
 	if (old >= 0)
 		close(old);
 	atomic_store(&fd_busy, -1);
+	atomic_store(&writer_asleep, 0);	/* no writer to wake until the child's starts */
 	atomic_flag_clear(&move_lock);
 	zstd_failed = 0;
 	atomic_store(&running, 0);

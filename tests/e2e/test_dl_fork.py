@@ -18,6 +18,8 @@ against a hang.
     times: every allocation of the library is named.
 2   threads hammer dlopen/dlclose and dl_iterate_phdr while the main
     thread forks 200 children: no child hangs, every child's dump reads.
+    A fork while the writer is halfway through a clock update: the
+    child does not hang (review of session 4).
 3   vfork + exec and vfork + _exit do not end the parent's recording.
 5   frees by a static C++ destructor and by a library's exit destructors
     are seen: nothing they free is reported leaked.
@@ -184,6 +186,24 @@ def case_forks():
             not unread, "; ".join(unread[:5]))
 
 
+def case_fork_clock():
+    """A fork while the writer is halfway through a clock update (held there
+    by HEAPTRAIL__CLOCK_STALL_MS, as a preempted writer would be): the
+    child's events must not wait for an update nobody will finish."""
+    exe = check.target("fork_clockfit")
+    r, dump = traced("fork-clock", [exe], {"HEAPTRAIL__CLOCK_STALL_MS": "2000"})
+    facts = rel.output_facts(r.stdout)
+    T.eq("the child exited 0", facts.get("child_status"), 0)
+    children = [f for f in rel.dumps_of(dump) if f != dump]
+    T.eq("a dump for the child", len(children), 1)
+    for f in children[:1]:
+        doc = leaks(f)
+        T.eq("the child's leaked blocks", leaked_at(doc, "leak_in_child", "leaked_blocks"),
+             facts.get("child_blocks"))
+        T.eq("... and bytes", leaked_at(doc, "leak_in_child"),
+             (facts.get("child_blocks") or 0) * (facts.get("child_block_bytes") or 0))
+
+
 def case_vfork():
     exe = need()
     r, dump = traced("vfork", [exe, "vfork", LIBS])
@@ -254,7 +274,7 @@ def case_pid_reuse():
 def main():
     cases = [("origin", case_origin), ("dlmopen", case_dlmopen), ("ctor", case_ctor),
              ("twice", case_twice), ("loop", case_loop), ("marks", case_marks),
-             ("forks", case_forks), ("vfork", case_vfork), ("atexit", case_atexit),
+             ("forks", case_forks), ("fork clock", case_fork_clock), ("vfork", case_vfork), ("atexit", case_atexit),
              ("pid reuse", case_pid_reuse)]
     only = os.environ.get("DL_FORK_CASE")
     for name, fn in cases:
