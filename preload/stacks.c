@@ -14,8 +14,17 @@
  * (hash tag << 32 | id) and is claimed with one compare-and-swap after the
  * stack's addresses are stored, so readers never see a half-built entry.
  * Each new id is written to the dump once, by the thread that created it.
- * A full table (at 3/4 load) stops interning: later new stacks get id 0 and
- * are counted as HTR_LOST_STACKS; events are still recorded.
+ *
+ * The table grows in levels: 32K slots first, then 64K, ... up to 1M, each
+ * taking new stacks once the one before it is 3/4 full, and a lookup
+ * probes them newest first.  Slots are touched at random, so one table
+ * sized for the largest program (8 MiB) was all resident after a few
+ * thousand stacks; level 0 (256 KiB) holds 24K of them.  Two threads that
+ * create the same new stack while a level is added may both succeed, in
+ * two levels: the stack then has two ids, both correct.  When the last
+ * level is 3/4 full (or a million ids are given out) interning stops:
+ * later new stacks get id 0 and are counted as HTR_LOST_STACKS; events are
+ * still recorded.
  *
  * The epoch changes when a module is loaded where a different, unloaded one
  * was (modules.c): the same addresses then belong to other code, so they
@@ -23,9 +32,12 @@
  * its stacks' ids (a dlopen/dlclose loop does not fill the table).
  */
 
-#define TABLE_BITS 20			/* 1M slots, 8 MiB reserved */
-#define TABLE_SLOTS (1u << TABLE_BITS)
-#define TABLE_LIMIT (TABLE_SLOTS / 4 * 3)
+#define LEVEL0_BITS 15
+#define LEVELS 6			/* 32K .. 1M slots, 16 MiB reserved */
+#define LEVEL_SLOTS(k) (1u << (LEVEL0_BITS + (k)))
+#define LEVEL_BASE(k) (((1u << (k)) - 1) << LEVEL0_BITS)
+#define TABLE_SLOTS LEVEL_BASE(LEVELS)	/* all levels */
+#define MAX_IDS (1u << 20)
 #define IP_SPACE ((size_t)64 << 20)	/* 8M addresses at most */
 
 struct stack_info {
@@ -39,7 +51,8 @@ static _Atomic uint64_t *table;
 static struct stack_info *infos;	/* by id */
 static uintptr_t *ips;
 static _Atomic uint32_t next_id = 1;
-static _Atomic uint32_t used_slots;
+static _Atomic uint32_t level;		/* where new stacks go */
+static _Atomic uint32_t level_used[LEVELS];
 static _Atomic uint32_t epoch;
 static uintptr_t self_lo, self_hi;
 static int check_mode;		/* HEAPTRAIL_UNWIND_CHECK, see check_unwind() */
@@ -67,13 +80,13 @@ int stacks_init(void)
 
 	ret = region_reserve(&table_region, TABLE_SLOTS * sizeof(uint64_t));
 	if (!ret)
-		ret = region_reserve(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
+		ret = region_reserve(&info_region, (size_t)MAX_IDS * sizeof(struct stack_info));
 	if (!ret)
 		ret = region_reserve(&ip_region, IP_SPACE);
 	if (ret)
 		return ret;
 	table = region_alloc(&table_region, TABLE_SLOTS * sizeof(uint64_t));
-	infos = region_alloc(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
+	infos = region_alloc(&info_region, (size_t)MAX_IDS * sizeof(struct stack_info));
 	ips = (uintptr_t *)ip_region.base;	/* bumped through ip_region.used */
 	if (ht_cfg.unwind == HTR_UNWIND_LIBUNWIND) {
 		const char *v = getenv("HEAPTRAIL_UNWIND_CHECK");
@@ -91,10 +104,12 @@ void stacks_reset(void)
 	region_reset(&info_region);
 	region_reset(&ip_region);
 	table = region_alloc(&table_region, TABLE_SLOTS * sizeof(uint64_t));
-	infos = region_alloc(&info_region, (size_t)TABLE_SLOTS * sizeof(struct stack_info));
+	infos = region_alloc(&info_region, (size_t)MAX_IDS * sizeof(struct stack_info));
 	ips = (uintptr_t *)ip_region.base;
 	atomic_store(&next_id, 1);
-	atomic_store(&used_slots, 0);
+	atomic_store(&level, 0);
+	for (unsigned k = 0; k < LEVELS; k++)
+		atomic_store(&level_used[k], 0);
 	atomic_fetch_add(&epoch, 1);	/* ids restart: per-thread caches are stale */
 }
 
@@ -286,11 +301,33 @@ static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
  * at its event's time, so a library the dump has not heard of yet (loaded
  * since the writer last looked) is recorded now, before the event.
  */
+/* The stack's id in levels top .. 0, or 0. */
+static uint32_t find(uint64_t h, uint32_t tag, const struct ht_capture *c, uint32_t ep,
+		     unsigned top)
+{
+	unsigned k = top + 1;
+
+	while (k--) {
+		_Atomic uint64_t *t = table + LEVEL_BASE(k);
+		uint32_t mask = LEVEL_SLOTS(k) - 1, idx = (uint32_t)h & mask;
+		uint64_t slot;
+
+		while ((slot = atomic_load_explicit(&t[idx], memory_order_acquire)) != 0) {
+			if ((uint32_t)(slot >> 32) == tag && same_stack((uint32_t)slot, c, ep))
+				return (uint32_t)slot;
+			idx = (idx + 1) & mask;
+		}
+	}
+	return 0;
+}
+
 uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 {
-	uint32_t ep, tag, idx, new_id = 0;
-	uint64_t h;
+	uint32_t ep, tag, idx, mask, new_id = 0, found;
+	uint64_t h, off, want;
 	struct cache_entry *ce;
+	_Atomic uint64_t *t;
+	unsigned k;
 	int checked = 0;
 
 	*is_new = 0;
@@ -300,58 +337,69 @@ again:
 	ep = atomic_load_explicit(&epoch, memory_order_relaxed);
 	h = hash_stack(c->ips, c->depth, ep);
 	tag = (uint32_t)(h >> 32) | 1;
-	idx = (uint32_t)h & (TABLE_SLOTS - 1);
 	ce = &cache[(h >> 20) & (CACHE_SLOTS - 1)];
 	if (ce->hash == h && ce->epoch == ep && ce->id && same_stack(ce->id, c, ep))
 		return ce->id;
+	k = atomic_load_explicit(&level, memory_order_acquire);
+	found = find(h, tag, c, ep, k);
+	if (found)
+		goto hit;
+	if (!checked) {
+		checked = 1;
+		if (modules_check_stack(c->ips, c->depth))
+			goto again;	/* addresses changed meaning: hash again */
+	}
+	if (atomic_load_explicit(&level_used[k], memory_order_relaxed) >= LEVEL_SLOTS(k) / 4 * 3) {
+		unsigned want_k = k;
+
+		if (k + 1 >= LEVELS)
+			goto full;
+		/* whoever wins, the level is past k: look there too */
+		atomic_compare_exchange_strong(&level, &want_k, k + 1);
+		goto again;
+	}
+	new_id = atomic_fetch_add(&next_id, 1);
+	off = atomic_fetch_add(&ip_region.used, c->depth * sizeof(uintptr_t));
+	if (new_id >= MAX_IDS || off + c->depth * sizeof(uintptr_t) > ip_region.reserved)
+		goto full;
+	off /= sizeof(uintptr_t);
+	memcpy(ips + off, c->ips, c->depth * sizeof(uintptr_t));
+	infos[new_id].ip_off = off;
+	infos[new_id].depth = c->depth;
+	infos[new_id].epoch = ep;
+	/*
+	 * Into level k even if another thread has added one since: lookups
+	 * probe every level, and k has room for the few stacks that race.
+	 */
+	t = table + LEVEL_BASE(k);
+	mask = LEVEL_SLOTS(k) - 1;
+	idx = (uint32_t)h & mask;
+	want = (uint64_t)tag << 32 | new_id;
 	for (;;) {
-		uint64_t slot = atomic_load_explicit(&table[idx], memory_order_acquire);
+		uint64_t slot = atomic_load_explicit(&t[idx], memory_order_acquire);
 
 		if (!slot) {
-			uint64_t want;
-
-			if (!new_id && !checked) {
-				checked = 1;
-				if (modules_check_stack(c->ips, c->depth))
-					goto again;	/* addresses changed meaning: hash again */
-			}
-			if (!new_id) {
-				uint64_t off;
-
-				if (atomic_load_explicit(&used_slots, memory_order_relaxed) >= TABLE_LIMIT)
-					goto full;
-				new_id = atomic_fetch_add(&next_id, 1);
-				off = atomic_fetch_add(&ip_region.used, c->depth * sizeof(uintptr_t));
-				if (new_id >= TABLE_SLOTS ||
-				    off + c->depth * sizeof(uintptr_t) > ip_region.reserved)
-					goto full;
-				off /= sizeof(uintptr_t);
-				memcpy(ips + off, c->ips, c->depth * sizeof(uintptr_t));
-				infos[new_id].ip_off = off;
-				infos[new_id].depth = c->depth;
-				infos[new_id].epoch = ep;
-			}
-			want = (uint64_t)tag << 32 | new_id;
-			if (atomic_compare_exchange_strong_explicit(&table[idx], &slot, want,
+			if (atomic_compare_exchange_strong_explicit(&t[idx], &slot, want,
 								    memory_order_release,
 								    memory_order_acquire)) {
-				atomic_fetch_add_explicit(&used_slots, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&level_used[k], 1, memory_order_relaxed);
 				*is_new = 1;
-				ce->hash = h;
-				ce->id = new_id;
-				ce->epoch = ep;
-				return new_id;
+				found = new_id;
+				goto hit;
 			}
 			/* Lost the race for this slot: look at what won it. */
 		}
 		if ((uint32_t)(slot >> 32) == tag && same_stack((uint32_t)slot, c, ep)) {
-			ce->hash = h;
-			ce->id = (uint32_t)slot;
-			ce->epoch = ep;
-			return (uint32_t)slot;	/* new_id, if any, stays unused */
+			found = (uint32_t)slot;	/* new_id stays unused */
+			goto hit;
 		}
-		idx = (idx + 1) & (TABLE_SLOTS - 1);
+		idx = (idx + 1) & mask;
 	}
+hit:
+	ce->hash = h;
+	ce->id = found;
+	ce->epoch = ep;
+	return found;
 full:
 	atomic_fetch_add(&ht_lost[HTR_LOST_STACKS], 1);
 	return HTR_STACK_NONE;

@@ -22,6 +22,10 @@ checked against what the target itself counted and printed:
   rel_thread_exit     TLS destructors that allocate and free in 288 exiting threads
   rel_deep            100,000 frames deep, default depth cap: truth compared,
                       stacks cut to 64 (and 256 with HEAPTRAIL_DEPTH=256)
+  rel_stacks          60,000 distinct stacks made twice (the stack table grows
+                      past its first two levels), alone and raced by 4 threads
+                      making the same ones: one definition per stack, every
+                      allocation and leak where the program put it
 """
 
 import os
@@ -29,8 +33,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
 
 import check  # noqa: E402
+import htrdump  # noqa: E402
 import reliability as rel  # noqa: E402
 from check import Skip  # noqa: E402
 
@@ -239,10 +246,53 @@ def case_deep():
              [len(s["stack"]) for s in bottoms], [cap])
 
 
+# --- many distinct stacks -----------------------------------------------------------
+
+def stack_definitions(dump):
+    """{stack id: its addresses} of every STACK definition in the dump."""
+    defs = {}
+    for flags, _, base, data in htrdump.chunks(dump):
+        if flags & 16:	# HTR_PF_PACKED: a mode byte, then the events or their columns
+            data = htrdump.unpack_chunk(data)
+        for e in htrdump.chunk_events(htrdump.Buf(data), len(data), base):
+            if e[0] == "stack":
+                defs[e[1]] = tuple(e[2])
+    return defs
+
+
+def case_stacks():
+    exe = target("rel_stacks")
+    n = 60000	# past the table's first two levels (24K and 48K stacks)
+    for threads in (1, 4):
+        label = "%d stacks, %d thread%s" % (n, threads, "s" if threads > 1 else "")
+        plain, _, docs = pair(label, [exe, str(n), str(threads)], end_how="exit")
+        facts = rel.output_facts(plain.stdout)
+        T.eq(label + ": the program made them", facts.get("stacks"), n)
+        if not docs:
+            continue
+        dump, doc = list(docs.items())[0]
+        defs = stack_definitions(dump)
+        distinct = len(set(defs.values()))
+        # the C library's few stacks besides the program's n
+        T.check(label + ": every stack defined", n <= distinct <= n + 50,
+                "%d distinct stacks" % distinct)
+        # threads racing while a level is added may give a stack two ids
+        T.check(label + ": one id a stack", len(defs) - distinct <= (0 if threads == 1 else 8),
+                "%d ids for %d stacks" % (len(defs), distinct))
+        T.eq(label + ": allocations at stk_leaf", rel.site_sum(doc, "stk_leaf", "allocations"),
+             facts.get("allocations"))
+        leaf_sites = len([s for s in doc["sites"]
+                          if check.function_matches(s.get("function"), "stk_leaf")])
+        T.check(label + ": sites at stk_leaf, one a stack",
+                n <= leaf_sites <= n + (0 if threads == 1 else 8), "%d sites" % leaf_sites)
+        T.eq(label + ": leaked at stk_leaf", rel.site_sum(doc, "stk_leaf", "leaked_bytes"),
+             facts.get("leaked_bytes"))
+
+
 def main():
     cases = [("churn", case_churn), ("fork", case_fork), ("dlopen", case_dlopen),
              ("signals", case_signals), ("exit-locked", case_exit_locked),
-             ("thread exit", case_thread_exit), ("deep", case_deep)]
+             ("thread exit", case_thread_exit), ("deep", case_deep), ("stacks", case_stacks)]
     try:
         rel.run_cases(T, cases, "STRESS_ONLY")
     finally:
