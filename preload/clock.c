@@ -70,7 +70,6 @@ uint64_t ht_clock_ns(void)
 	if (atomic_load_explicit(&tsc_ok, memory_order_relaxed)) {
 		uint32_t s1, s2;
 		struct segment cur;
-
 		unsigned i;
 
 		do {

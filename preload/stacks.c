@@ -295,12 +295,6 @@ static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
 	return 1;
 }
 
-/*
- * A stack not in the table is checked against the modules the dump knows
- * first (modules.c): its definition is resolved against the modules loaded
- * at its event's time, so a library the dump has not heard of yet (loaded
- * since the writer last looked) is recorded now, before the event.
- */
 /* The stack's id in levels top .. 0, or 0. */
 static uint32_t find(uint64_t h, uint32_t tag, const struct ht_capture *c, uint32_t ep,
 		     unsigned top)
@@ -321,6 +315,12 @@ static uint32_t find(uint64_t h, uint32_t tag, const struct ht_capture *c, uint3
 	return 0;
 }
 
+/*
+ * A stack not in the table is checked against the modules the dump knows
+ * first (modules.c): its definition is resolved against the modules loaded
+ * at its event's time, so a library the dump has not heard of yet (loaded
+ * since the writer last looked) is recorded now, before the event.
+ */
 uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 {
 	uint32_t ep, tag, idx, mask, new_id = 0, found;
