@@ -43,9 +43,19 @@ enum { K_NONE = 0, K_RSP = 1, K_RBP = 2, K_END = 3, K_FAIL = 4 };
 #define R_CFAOFF(r) ((int64_t)((r) >> 12))
 #define CFAOFF_MAX ((1 << 20) - 1)
 
-#define CACHE_BITS 17			/* 128K entries, 2 MiB reserved */
-#define CACHE_SLOTS (1u << CACHE_BITS)
-#define CACHE_LIMIT (CACHE_SLOTS / 4 * 3)
+/*
+ * The rules learnt, by return address, shared by all threads: a table in
+ * levels (16K entries, then 32K, 64K, 128K), each taking new rules once the
+ * one before it is 3/4 full, lookups probing the newest first.  Entries
+ * are placed at random, so one table of 128K was all resident (2 MiB) once
+ * a program had used a few thousand return addresses; level 0 is 256 KiB.
+ * It is a cache: a rule it cannot take is learnt again when next needed.
+ */
+#define LEVEL0_BITS 14
+#define LEVELS 4
+#define LEVEL_SLOTS(k) (1u << (LEVEL0_BITS + (k)))
+#define LEVEL_BASE(k) (((1u << (k)) - 1) << LEVEL0_BITS)
+#define CACHE_SLOTS LEVEL_BASE(LEVELS)	/* 240K entries, 3.75 MiB reserved */
 #define PROBES 16
 
 struct entry {
@@ -55,7 +65,8 @@ struct entry {
 
 static struct ht_region cache_region;
 static struct entry *cache;
-static _Atomic uint32_t cache_used;
+static _Atomic uint32_t cache_level;	/* where new rules go */
+static _Atomic uint32_t cache_used[LEVELS];
 static int unwind_ok;
 
 /*
@@ -107,7 +118,9 @@ void unwind_forget(void)
 			atomic_store_explicit(&cache[i].ip, 0, memory_order_relaxed);
 		}
 	}
-	atomic_store(&cache_used, 0);
+	for (i = 0; i < LEVELS; i++)
+		atomic_store(&cache_used[i], 0);
+	atomic_store(&cache_level, 0);
 	atomic_fetch_add(&forget_gen, 1);
 }
 
@@ -116,47 +129,66 @@ static inline uint32_t tag_of(uintptr_t ip)
 	return (uint32_t)((ip * 0x9e3779b97f4a7c15ull) >> 32) | 1;
 }
 
-static inline uint32_t slot_of(uintptr_t ip)
+/* ip's home in level k, as an index into cache[] */
+static inline uint32_t slot_of(uintptr_t ip, unsigned k)
 {
-	return (uint32_t)((ip * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS));
+	return LEVEL_BASE(k) + (uint32_t)((ip * 0xff51afd7ed558ccdull) >> (64 - LEVEL0_BITS - k));
+}
+
+/* The next slot of level k after i, wrapping round within the level. */
+static inline uint32_t next_slot(uint32_t i, unsigned k)
+{
+	return LEVEL_BASE(k) + ((i - LEVEL_BASE(k) + 1) & (LEVEL_SLOTS(k) - 1));
 }
 
 static inline uint32_t cache_get(uintptr_t ip)
 {
-	uint32_t i = slot_of(ip), n;
+	unsigned k = atomic_load_explicit(&cache_level, memory_order_acquire) + 1;
 
-	for (n = 0; n < PROBES; n++, i = (i + 1) & (CACHE_SLOTS - 1)) {
-		uint64_t k = atomic_load_explicit(&cache[i].ip, memory_order_acquire);
+	while (k--) {
+		uint32_t i = slot_of(ip, k), n;
 
-		if (k == ip) {
-			uint64_t r = atomic_load_explicit(&cache[i].rule, memory_order_acquire);
+		for (n = 0; n < PROBES; n++, i = next_slot(i, k)) {
+			uint64_t key = atomic_load_explicit(&cache[i].ip, memory_order_acquire);
 
-			return (uint32_t)(r >> 32) == tag_of(ip) ? (uint32_t)r : K_NONE;
+			if (key == ip) {
+				uint64_t r = atomic_load_explicit(&cache[i].rule,
+								  memory_order_acquire);
+
+				return (uint32_t)(r >> 32) == tag_of(ip) ? (uint32_t)r : K_NONE;
+			}
+			if (!key)
+				break;
 		}
-		if (!k)
-			return K_NONE;
 	}
 	return K_NONE;
 }
 
 static void cache_put(uintptr_t ip, uint32_t rule)
 {
-	uint32_t i = slot_of(ip), n;
+	unsigned k = atomic_load_explicit(&cache_level, memory_order_acquire);
+	uint32_t i, n;
 
-	if (atomic_load_explicit(&cache_used, memory_order_relaxed) >= CACHE_LIMIT)
-		return;
-	for (n = 0; n < PROBES; n++, i = (i + 1) & (CACHE_SLOTS - 1)) {
-		uint64_t k = 0;
+	if (atomic_load_explicit(&cache_used[k], memory_order_relaxed) >= LEVEL_SLOTS(k) / 4 * 3) {
+		unsigned want = k;
 
-		if (atomic_compare_exchange_strong_explicit(&cache[i].ip, &k, ip,
+		if (k + 1 >= LEVELS)
+			return;		/* full: learnt again when next needed */
+		atomic_compare_exchange_strong(&cache_level, &want, k + 1);
+		k = atomic_load_explicit(&cache_level, memory_order_acquire);
+	}
+	for (n = 0, i = slot_of(ip, k); n < PROBES; n++, i = next_slot(i, k)) {
+		uint64_t key = 0;
+
+		if (atomic_compare_exchange_strong_explicit(&cache[i].ip, &key, ip,
 							    memory_order_acq_rel,
 							    memory_order_acquire)) {
-			atomic_fetch_add_explicit(&cache_used, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&cache_used[k], 1, memory_order_relaxed);
 			atomic_store_explicit(&cache[i].rule, (uint64_t)tag_of(ip) << 32 | rule,
 					      memory_order_release);
 			return;
 		}
-		if (k == ip)
+		if (key == ip)
 			return;		/* another thread learnt it */
 	}
 }

@@ -22,6 +22,10 @@ checked against what the target itself counted and printed:
   rel_thread_exit     TLS destructors that allocate and free in 288 exiting threads
   rel_deep            100,000 frames deep, default depth cap: truth compared,
                       stacks cut to 64 (and 256 with HEAPTRAIL_DEPTH=256)
+  rel_callsites       16,384 call sites (more return addresses than the first
+                      level of the unwinder's rule table takes) under
+                      HEAPTRAIL_UNWIND_CHECK=1: every stack the same as
+                      libunwind's, a site per call site, the leaks exact
   rel_stacks          60,000 distinct stacks made twice (the stack table grows
                       past its first two levels), alone and raced by 4 threads
                       making the same ones: one definition per stack, every
@@ -289,10 +293,30 @@ def case_stacks():
              facts.get("leaked_bytes"))
 
 
+def case_callsites():
+    exe = target("rel_callsites")
+    label = "16,384 call sites, checked against libunwind"
+    plain, traced, docs = pair(label, [exe], env={"HEAPTRAIL_UNWIND_CHECK": "1"},
+                               end_how="exit")
+    facts = rel.output_facts(plain.stdout)
+    T.eq(label + ": the program made them", facts.get("call_sites"), 16384)
+    if not docs:
+        return
+    doc = list(docs.values())[0]
+    T.eq(label + ": allocations at site_alloc", rel.site_sum(doc, "site_alloc", "allocations"),
+         facts.get("call_sites"))
+    T.eq(label + ": a site per call site",
+         len([s for s in doc["sites"] if check.function_matches(s.get("function"), "site_alloc")]),
+         facts.get("call_sites"))
+    T.eq(label + ": leaked at site_alloc", rel.site_sum(doc, "site_alloc", "leaked_bytes"),
+         facts.get("leaked_bytes"))
+
+
 def main():
     cases = [("churn", case_churn), ("fork", case_fork), ("dlopen", case_dlopen),
              ("signals", case_signals), ("exit-locked", case_exit_locked),
-             ("thread exit", case_thread_exit), ("deep", case_deep), ("stacks", case_stacks)]
+             ("thread exit", case_thread_exit), ("deep", case_deep), ("stacks", case_stacks),
+             ("call sites", case_callsites)]
     try:
         rel.run_cases(T, cases, "STRESS_ONLY")
     finally:
