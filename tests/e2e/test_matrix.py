@@ -9,8 +9,11 @@ events.  Servers (redis-server, memcached) are driven by a client that
 records every reply: the transcripts of the plain and the traced server
 must be equal.  Programs that are not installed are skipped with a message.
 
-  python3          json, hashlib, threads, sqlite3 module, a subprocess; exit 3
-  sqlite3          50,000 rows, indexes, joins, a window function; a failing query
+  python3          json, hashlib, threads, sqlite3 module, a subprocess; exit 3;
+                   once more under HEAPTRAIL_UNWIND_CHECK=1 (no stack may differ
+                   from libunwind's: a difference is said on stderr)
+  sqlite3          50,000 rows, indexes, joins, a window function; a failing
+                   query; the first also under HEAPTRAIL_UNWIND_CHECK=1
   git              init, add, commit, log, diff, gc (forks and execs helpers), fsck
   redis-server     a command transcript, redis-benchmark, BGSAVE (a fork from a
                    threaded server), SHUTDOWN
@@ -123,6 +126,9 @@ def case_python():
     need_tools()
     py = program("python3", "/usr/bin/python3", "python3")
     compare_runs("python3", [py, "-c", PY_SCRIPT])
+    # every stack also taken by libunwind: a difference is said on stderr
+    compare_runs("python3, walk checked", [py, "-c", PY_SCRIPT],
+                 env={"HEAPTRAIL_UNWIND_CHECK": "1"})
     compare_runs("python3 raises", [py, "-c", "import sys\nd = [0] * 100000\n"
                                     "raise ValueError('boom %d' % len(d))"])
 
@@ -147,6 +153,8 @@ def case_sqlite():
     need_tools()
     sq = program("sqlite3")
     compare_runs("sqlite3", [sq, ":memory:", SQL])
+    compare_runs("sqlite3, walk checked", [sq, ":memory:", SQL],
+                 env={"HEAPTRAIL_UNWIND_CHECK": "1"})
     compare_runs("sqlite3 file db", [sq, "db.sqlite", SQL],
                  setup=lambda wd: [os.remove(os.path.join(wd, f)) for f in os.listdir(wd)
                                    if f.startswith("db.sqlite")])
