@@ -21,10 +21,10 @@
  * sized for the largest program (8 MiB) was all resident after a few
  * thousand stacks; level 0 (256 KiB) holds 24K of them.  Two threads that
  * create the same new stack while a level is added may both succeed, in
- * two levels: the stack then has two ids, both correct.  When the last
- * level is 3/4 full (or a million ids are given out) interning stops:
- * later new stacks get id 0 and are counted as HTR_LOST_STACKS; events are
- * still recorded.
+ * two levels: the stack then has two ids, both correct.  When a million
+ * ids are given out (or the addresses fill their 64 MiB, or the last level
+ * is 3/4 full) interning stops: later new stacks get id 0 and are counted
+ * as HTR_LOST_STACKS; events are still recorded.
  *
  * The epoch changes when a module is loaded where a different, unloaded one
  * was (modules.c): the same addresses then belong to other code, so they
@@ -349,9 +349,20 @@ again:
 		if (modules_check_stack(c->ips, c->depth))
 			goto again;	/* addresses changed meaning: hash again */
 	}
-	if (atomic_load_explicit(&level_used[k], memory_order_relaxed) >= LEVEL_SLOTS(k) / 4 * 3) {
+	/* out of ids or room for addresses: no shared counter moves (a cheap no) */
+	if (atomic_load_explicit(&next_id, memory_order_relaxed) >= MAX_IDS ||
+	    atomic_load_explicit(&ip_region.used, memory_order_relaxed) +
+	    c->depth * sizeof(uintptr_t) > ip_region.reserved)
+		goto full;
+	/*
+	 * A slot of level k is reserved before it is taken, so that no level
+	 * ever holds more than 3/4 of its slots however many threads race:
+	 * the probes, which stop only at an empty slot, always find one.
+	 */
+	if (atomic_fetch_add(&level_used[k], 1) >= LEVEL_SLOTS(k) / 4 * 3) {
 		unsigned want_k = k;
 
+		atomic_fetch_sub(&level_used[k], 1);
 		if (k + 1 >= LEVELS)
 			goto full;
 		/* whoever wins, the level is past k: look there too */
@@ -360,17 +371,16 @@ again:
 	}
 	new_id = atomic_fetch_add(&next_id, 1);
 	off = atomic_fetch_add(&ip_region.used, c->depth * sizeof(uintptr_t));
-	if (new_id >= MAX_IDS || off + c->depth * sizeof(uintptr_t) > ip_region.reserved)
+	if (new_id >= MAX_IDS || off + c->depth * sizeof(uintptr_t) > ip_region.reserved) {
+		atomic_fetch_sub(&level_used[k], 1);
 		goto full;
+	}
 	off /= sizeof(uintptr_t);
 	memcpy(ips + off, c->ips, c->depth * sizeof(uintptr_t));
 	infos[new_id].ip_off = off;
 	infos[new_id].depth = c->depth;
 	infos[new_id].epoch = ep;
-	/*
-	 * Into level k even if another thread has added one since: lookups
-	 * probe every level, and k has room for the few stacks that race.
-	 */
+	/* into level k even if another thread has added one since: lookups probe every level */
 	t = table + LEVEL_BASE(k);
 	mask = LEVEL_SLOTS(k) - 1;
 	idx = (uint32_t)h & mask;
@@ -382,15 +392,15 @@ again:
 			if (atomic_compare_exchange_strong_explicit(&t[idx], &slot, want,
 								    memory_order_release,
 								    memory_order_acquire)) {
-				atomic_fetch_add_explicit(&level_used[k], 1, memory_order_relaxed);
-				*is_new = 1;
+				*is_new = 1;	/* in the slot reserved above */
 				found = new_id;
 				goto hit;
 			}
 			/* Lost the race for this slot: look at what won it. */
 		}
 		if ((uint32_t)(slot >> 32) == tag && same_stack((uint32_t)slot, c, ep)) {
-			found = (uint32_t)slot;	/* new_id stays unused */
+			found = (uint32_t)slot;	/* new_id stays unused, its slot too */
+			atomic_fetch_sub(&level_used[k], 1);
 			goto hit;
 		}
 		idx = (idx + 1) & mask;
