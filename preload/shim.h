@@ -156,6 +156,17 @@ extern __thread int ht_in_shim;
 extern __thread struct ht_thread *ht_self;
 
 /* ---- stacks.c: capture and intern ---- */
+/*
+ * Lock-free tables that grow in levels (the stack table, unwind.c's rules):
+ * level k of a table whose first level has 2^b0 slots holds 2^(b0 + k)
+ * and starts where the levels before it end; a level takes new entries
+ * once the one before it is 3/4 full.  Slots are hashed at random, so a
+ * table sized for the largest program at once was all resident early.
+ */
+#define HT_LEVEL_SLOTS(b0, k) (1u << ((b0) + (k)))
+#define HT_LEVEL_BASE(b0, k) (((1u << (k)) - 1) << (b0))
+#define HT_LEVEL_FULL(b0, k) (HT_LEVEL_SLOTS(b0, k) / 4 * 3)
+
 struct ht_capture {
 	uintptr_t ips[HTR_MAX_DEPTH];
 	unsigned depth;

@@ -15,11 +15,9 @@
  * stack's addresses are stored, so readers never see a half-built entry.
  * Each new id is written to the dump once, by the thread that created it.
  *
- * The table grows in levels: 32K slots first, then 64K, ... up to 1M, each
- * taking new stacks once the one before it is 3/4 full, and a lookup
- * probes them newest first.  Slots are touched at random, so one table
- * sized for the largest program (8 MiB) was all resident after a few
- * thousand stacks; level 0 (256 KiB) holds 24K of them.  Two threads that
+ * The table grows in levels (shim.h): 32K slots first, then 64K, ... up
+ * to 1M, and a lookup probes them newest first.  One table of 8 MiB was
+ * all resident after a few thousand stacks; level 0 (256 KiB) holds 24K.  Two threads that
  * create the same new stack while a level is added may both succeed, in
  * two levels: the stack then has two ids, both correct.  When a million
  * ids are given out (or the addresses fill their 64 MiB, or the last level
@@ -34,8 +32,8 @@
 
 #define LEVEL0_BITS 15
 #define LEVELS 6			/* 32K .. 1M slots, 16 MiB reserved */
-#define LEVEL_SLOTS(k) (1u << (LEVEL0_BITS + (k)))
-#define LEVEL_BASE(k) (((1u << (k)) - 1) << LEVEL0_BITS)
+#define LEVEL_SLOTS(k) HT_LEVEL_SLOTS(LEVEL0_BITS, k)
+#define LEVEL_BASE(k) HT_LEVEL_BASE(LEVEL0_BITS, k)
 #define TABLE_SLOTS LEVEL_BASE(LEVELS)	/* all levels */
 #define MAX_IDS (1u << 20)
 #define IP_SPACE ((size_t)64 << 20)	/* 8M addresses at most */
@@ -359,7 +357,7 @@ again:
 	 * ever holds more than 3/4 of its slots however many threads race:
 	 * the probes, which stop only at an empty slot, always find one.
 	 */
-	if (atomic_fetch_add(&level_used[k], 1) >= LEVEL_SLOTS(k) / 4 * 3) {
+	if (atomic_fetch_add(&level_used[k], 1) >= HT_LEVEL_FULL(LEVEL0_BITS, k)) {
 		unsigned want_k = k;
 
 		atomic_fetch_sub(&level_used[k], 1);

@@ -45,16 +45,15 @@ enum { K_NONE = 0, K_RSP = 1, K_RBP = 2, K_END = 3, K_FAIL = 4 };
 
 /*
  * The rules learnt, by return address, shared by all threads: a table in
- * levels (16K entries, then 32K, 64K, 128K), each taking new rules once the
- * one before it is 3/4 full, lookups probing the newest first.  Entries
- * are placed at random, so one table of 128K was all resident (2 MiB) once
- * a program had used a few thousand return addresses; level 0 is 256 KiB.
- * It is a cache: a rule it cannot take is learnt again when next needed.
+ * levels (shim.h; 16K entries, then 32K, 64K, 128K), lookups probing the
+ * newest first.  One table of 128K was all resident (2 MiB) once a program
+ * had used a few thousand return addresses; level 0 is 256 KiB.  It is a
+ * cache: a rule it cannot take is learnt again when next needed.
  */
 #define LEVEL0_BITS 14
 #define LEVELS 4
-#define LEVEL_SLOTS(k) (1u << (LEVEL0_BITS + (k)))
-#define LEVEL_BASE(k) (((1u << (k)) - 1) << LEVEL0_BITS)
+#define LEVEL_SLOTS(k) HT_LEVEL_SLOTS(LEVEL0_BITS, k)
+#define LEVEL_BASE(k) HT_LEVEL_BASE(LEVEL0_BITS, k)
 #define CACHE_SLOTS LEVEL_BASE(LEVELS)	/* 240K entries, 3.75 MiB reserved */
 #define PROBES 16
 
@@ -169,7 +168,8 @@ static void cache_put(uintptr_t ip, uint32_t rule)
 	unsigned k = atomic_load_explicit(&cache_level, memory_order_acquire);
 	uint32_t i, n;
 
-	if (atomic_load_explicit(&cache_used[k], memory_order_relaxed) >= LEVEL_SLOTS(k) / 4 * 3) {
+	if (atomic_load_explicit(&cache_used[k], memory_order_relaxed) >=
+	    HT_LEVEL_FULL(LEVEL0_BITS, k)) {
 		unsigned want = k;
 
 		if (k + 1 >= LEVELS)
