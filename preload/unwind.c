@@ -73,18 +73,33 @@ static int unwind_ok;
  * own (8 KiB): the global table is megabytes of address space, and there a
  * stack of 15 frames touched 15 pages (TLB misses) on every walk.  The index
  * is a cheap fold of the address (a multiply would lengthen the chain of
- * dependent loads a walk is); the key holds the generation of
- * unwind_forget() the rule was learnt in.
+ * dependent loads a walk is).  Keys and rules are two arrays of 8-byte
+ * entries, so the masked address, scaled by the load itself, finds either.
+ * A thread empties its cache when it sees that unwind_forget() ran.
+ *
+ * The rules are unpacked into what the walk does, checked once here rather
+ * than at every frame: W_RSP and W_RSP_BP frames (CFA = RSP + a multiple of
+ * 8) keep the walk aligned and above the callee's frame by construction,
+ * and their saved RBP lies inside their own frame, so the walk checks only
+ * the stack's top; a CFA from RBP (any value) is checked in full.
  */
+enum { W_RSP, W_RSP_BP, W_RBP, W_END, W_FAIL };
 #define TCACHE_SLOTS 512
-struct tentry {
-	uint64_t key;		/* ip | generation << 48 */
-	uint32_t cfa_off;	/* the rule, unpacked: no decoding in the walk */
-	uint8_t kind;
-	uint8_t bp_saved;
-	int16_t bp_off;
+/*
+ * A rule unpacked in one 64-bit word, read with one load: the CFA offset
+ * (bits 0-31), W_* (32-39), RBP saved (40-47, W_RBP), RBP's slot's offset
+ * from the CFA (48-63, signed, <= -16).
+ */
+#define T_CFAOFF(w) ((uint32_t)(w))
+#define T_KIND(w) ((uint8_t)((w) >> 32))
+#define T_BPSAVED(w) ((uint8_t)((w) >> 40))
+#define T_BPOFF(w) ((int64_t)(int16_t)((w) >> 48))
+struct tcache {
+	uint64_t key[TCACHE_SLOTS];	/* the return address, 0 = empty */
+	uint64_t rule[TCACHE_SLOTS];	/* T_* */
+	uint32_t gen;			/* of forget_gen, when last emptied */
 };
-static __thread struct tentry tcache[TCACHE_SLOTS]
+static __thread struct tcache tcache
 	__attribute__((tls_model("initial-exec"), aligned(64)));
 static _Atomic uint32_t forget_gen = 1;
 
@@ -726,24 +741,52 @@ static int thread_stack(uintptr_t *lo, uintptr_t *hi)
 }
 
 /* The low bits of a return address index well enough, in one instruction. */
-static inline const struct tentry *rule_of(struct tentry *tc, uintptr_t ip, uint64_t gen)
+/* What the walk does with a frame of rule r (above), as T_* */
+static uint64_t unpack_rule(uint32_t r)
 {
-	struct tentry *te = &tc[ip & (TCACHE_SLOTS - 1)];
-	uint32_t rule;
+	uint32_t cfa_off = (uint32_t)R_CFAOFF(r);
+	int64_t bp_off = R_BPOFF(r);
+	uint64_t kind = W_FAIL;
 
-	if (HT_LIKELY(te->key == (ip | gen)))
-		return te;
-	rule = cache_get(ip);
-	if (HT_UNLIKELY(rule == K_NONE)) {
-		rule = learn(ip);
-		cache_put(ip, rule);
+	if (R_KIND(r) == K_END) {
+		kind = W_END;
+	} else if (R_KIND(r) == K_RSP) {
+		if (cfa_off % 8)
+			kind = W_FAIL;
+		else if (!R_BPSAVED(r))
+			kind = W_RSP;
+		else if (bp_off <= -16 && -bp_off <= (int64_t)cfa_off)
+			kind = W_RSP_BP;
+	} else if (R_KIND(r) == K_RBP) {
+		if (!R_BPSAVED(r) || bp_off <= -16)
+			kind = W_RBP;
 	}
-	te->key = ip | gen;
-	te->kind = (uint8_t)R_KIND(rule);
-	te->cfa_off = (uint32_t)R_CFAOFF(rule);
-	te->bp_saved = (uint8_t)R_BPSAVED(rule);
-	te->bp_off = (int16_t)R_BPOFF(rule);
-	return te;
+	return cfa_off | kind << 32 | (uint64_t)R_BPSAVED(r) << 40 |
+	       (uint64_t)(uint16_t)(int16_t)bp_off << 48;
+}
+
+/*
+ * The cache's slot is a byte offset taken straight from the address (bits
+ * 3-11), so that each load finds its entry in one addressing mode: the
+ * walk's chain is the mask, this load, an add and the next frame's load.
+ */
+static inline uint64_t rule_of(struct tcache *tc, uintptr_t ip)
+{
+	char *slot = (char *)tc + (ip & ((TCACHE_SLOTS - 1) << 3));
+	uint64_t *key = (uint64_t *)(slot + offsetof(struct tcache, key));
+	uint64_t *rule = (uint64_t *)(slot + offsetof(struct tcache, rule));
+	uint32_t r;
+
+	if (HT_LIKELY(*key == ip))
+		return *rule;
+	r = cache_get(ip);
+	if (HT_UNLIKELY(r == K_NONE)) {
+		r = learn(ip);
+		cache_put(ip, r);
+	}
+	*key = ip;
+	*rule = unpack_rule(r);
+	return *rule;
 }
 
 /*
@@ -757,10 +800,8 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 {
 	uintptr_t *fp = __builtin_frame_address(0);
 	uintptr_t lo, hi, sp, bp, ip;
-	/* user-space addresses are below 1 << 47 */
-	uint64_t gen = (uint64_t)(atomic_load_explicit(&forget_gen, memory_order_acquire) &
-				  0xffff) << 48;
-	struct tentry *tc = tcache;
+	uint32_t gen = atomic_load_explicit(&forget_gen, memory_order_acquire);
+	struct tcache *tc = &tcache;
 	uintptr_t span = self_hi - self_lo;
 	unsigned n = 0;
 
@@ -768,7 +809,12 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 		return -1;
 	if ((uintptr_t)fp < lo || (uintptr_t)fp + 16 > hi)
 		return -1;	/* another stack (sigaltstack, a coroutine) */
-	lo = (uintptr_t)fp;	/* nothing below us is a caller's */
+	/* one register for the whole walk, not the TLS address re-derived */
+	__asm__("" : "+r"(tc));
+	if (HT_UNLIKELY(tc->gen != gen)) {
+		memset(tc->key, 0, sizeof(tc->key));
+		tc->gen = gen;
+	}
 	/*
 	 * Our own frames keep frame pointers (SHIM_CFLAGS; HT_FAST functions
 	 * only tail-call, so they leave no frame): follow the chain past them
@@ -782,10 +828,10 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 		fp = next;
 	}
 	ip = fp[1];
-	sp = (uintptr_t)(fp + 2);
+	sp = (uintptr_t)(fp + 2);	/* aligned: fp is, and so is every step */
 	bp = fp[0];
 	while (n < max) {
-		const struct tentry *te;
+		uint64_t w;
 		uintptr_t cfa, ra;
 
 		if (HT_LIKELY(ip - self_lo >= span)) {
@@ -793,25 +839,32 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 			if (HT_UNLIKELY(n == max))
 				break;	/* not a step further: it could only fail */
 		}
-		te = rule_of(tc, ip, gen);
-		if (HT_LIKELY(te->kind == K_RSP))
-			cfa = sp + te->cfa_off;
-		else if (te->kind == K_RBP)
-			cfa = bp + te->cfa_off;
-		else if (te->kind == K_END)
-			return (int)n;
-		else
-			return -1;
-		if (cfa <= sp || cfa > hi || (cfa & 7))
-			return -1;
-		ra = ((const uintptr_t *)cfa)[-1];
-		if (te->bp_saved) {
-			uintptr_t slot = cfa + (uintptr_t)(int64_t)te->bp_off;
-
-			if (slot < lo || slot + 8 > hi)
+		w = rule_of(tc, ip);
+		if (HT_LIKELY(T_KIND(w) <= W_RSP_BP)) {
+			/* above sp and aligned by construction (unpack_rule) */
+			cfa = sp + T_CFAOFF(w);
+			if (HT_UNLIKELY(cfa > hi))
 				return -1;
-			bp = *(const uintptr_t *)slot;
+			if (T_KIND(w) == W_RSP_BP)	/* in [sp, cfa - 16] */
+				bp = *(const uintptr_t *)(cfa + (uintptr_t)T_BPOFF(w));
+		} else if (T_KIND(w) == W_RBP) {
+			cfa = bp + T_CFAOFF(w);
+			/* sp < cfa <= hi, in one comparison */
+			if (cfa - sp - 1 >= hi - sp || (cfa & 7))
+				return -1;
+			if (T_BPSAVED(w)) {
+				uintptr_t slot = cfa + (uintptr_t)T_BPOFF(w);
+
+				if (slot < sp)	/* slot + 8 <= cfa - 8: bp_off <= -16 */
+					return -1;
+				bp = *(const uintptr_t *)slot;
+			}
+		} else if (T_KIND(w) == W_END) {
+			return (int)n;
+		} else {
+			return -1;
 		}
+		ra = ((const uintptr_t *)cfa)[-1];
 		if (!ra)
 			return (int)n;
 		sp = cfa;
