@@ -9,6 +9,11 @@
                      HEAPTRAIL_OUT, over a stale dump of a dead process: one
                      writes OUT, each other one OUT.PID and says so in one
                      line; every dump is whole and holds its own process only
+  over a longer dump OUT holds a whole dump, ten times longer, of a process
+                     that has ended: the new dump replaces it, no byte of
+                     the old one left behind it to be read as more frames
+                     (the old file is cut to one byte, not to none: ext4
+                     writes back on close a file cut to none)
   held name          OUT locked by a starter that has not written its header
                      yet: left alone, the dump goes to OUT.PID
   dup2 onto the dump a program thread dup2()s a file of its own onto the
@@ -122,6 +127,41 @@ def start_together(argv, env, cwd, n):
             e = f.read()
         res.append((pid, os.waitstatus_to_exitcode(status), o, e))
     return res
+
+
+def case_over_longer():
+    exe = check.built_target("rel_churn")
+    d = fresh_dir("over_longer")
+    old = os.path.join(d, "old.htr")
+    dump = os.path.join(d, "same.htr")
+    big = rel.run([exe, "4", "20000"], env=rel.shim_env(old), cwd=d)
+    T.eq("over a longer dump: the old run exits 0", big.returncode, 0)
+    with open(old, "rb") as f:
+        old_bytes = f.read()
+    with open(dump, "wb") as f:
+        f.write(old_bytes)
+    argv = [exe, "2", "2000"]
+    plain = rel.run(argv, env=check.clean_env(None), cwd=d)
+    traced = rel.run(argv, env=rel.shim_env(dump), cwd=d)
+    rel.same_run(T, "over a longer dump", plain, traced)
+    T.eq("over a longer dump: no other file", sorted(f for f in os.listdir(d)
+                                                     if f.startswith("same.htr")), ["same.htr"])
+    size = os.path.getsize(dump)
+    T.check("over a longer dump: shorter than the old one", size < len(old_bytes) // 4,
+            "%d bytes, the old one %d" % (size, len(old_bytes)))
+    doc = rel.clean_dump(T, "over a longer dump", dump, "exit")
+    if doc is None:
+        return
+    facts = rel.site_facts(plain.stdout)
+    T.check("over a longer dump: the program counted its sites", len(facts) >= 4, repr(facts))
+    for name, (n, nbytes) in sorted(facts.items()):
+        T.eq("over a longer dump: allocations at %s, the new run's only" % name,
+             rel.site_sum(doc, name, "allocations"), n)
+        T.eq("over a longer dump: bytes at %s, the new run's only" % name,
+             rel.site_sum(doc, name, "allocated_bytes"), nbytes)
+    T.eq("over a longer dump: leaked, the new run's only",
+         rel.site_sum(doc, "churn_leak", "leaked_bytes"),
+         rel.output_facts(plain.stdout).get("leaked_bytes"))
 
 
 def case_concurrent():
@@ -373,7 +413,7 @@ def case_record_pack():
 
 def main():
     cases = [("bursty program", case_bursty), ("concurrent starts", case_concurrent),
-             ("held name", case_held),
+             ("over a longer dump", case_over_longer), ("held name", case_held),
              ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd),
              ("packed chunks", case_packed), ("record --pack", case_record_pack),
              ("pack auto", case_pack_auto), ("pack auto under a CPU quota", case_pack_auto_quota)]
