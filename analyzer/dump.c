@@ -1145,7 +1145,8 @@ struct dump *dump_open(const char *path, char *err, size_t errlen)
 		return open_fail(d, err, errlen, EINVAL);
 	}
 	if ((size_t)got < sizeof h) {
-		dump_set_err(d, "truncated file header (the file holds only %zd bytes)", got);
+		dump_set_err(d, "truncated file header (the file holds only %zd byte%s)", got,
+			     got == 1 ? "" : "s");
 		return open_fail(d, err, errlen, EINVAL);
 	}
 	version = le32toh(h.version);

@@ -117,10 +117,22 @@ void stacks_set_self_range(uintptr_t lo, uintptr_t hi)
 	self_hi = hi;
 }
 
+static _Atomic int trace_cache_stale;	/* libunwind_backtrace() below */
+
 void stacks_new_epoch(void)
 {
 	atomic_fetch_add(&epoch, 1);
 	unwind_forget();	/* its cached rules may now describe other code */
+	/*
+	 * libunwind's too: a stack the rules cannot take goes to it (heaptrack
+	 * flushes it after every dlopen and dlclose).  The flush also unmaps
+	 * the .debug_frame tables of a libunwind built to read them; Debian's
+	 * reads none.
+	 */
+	if (ht_cfg.unwind == HTR_UNWIND_LIBUNWIND) {
+		atomic_store(&trace_cache_stale, 1);
+		unw_flush_cache(unw_local_addr_space, 0, 0);
+	}
 }
 
 /* Upper end of this thread's stack, for checking frame pointers. */
@@ -172,6 +184,33 @@ static unsigned fp_backtrace(uintptr_t *out, unsigned max)
 }
 
 /*
+ * libunwind's unw_backtrace() keeps a per-thread cache of how to step from
+ * each address that unw_flush_cache() does not reach: once a module has
+ * replaced an unloaded one at the same addresses (stacks_new_epoch), its
+ * answers for them may be the old code's.  From then on libunwind is asked
+ * step by step (trace_cache_stale), whose cache the flush does empty.
+ */
+static int libunwind_backtrace(uintptr_t *out, int max)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+	int n = 0;
+
+	if (!atomic_load_explicit(&trace_cache_stale, memory_order_relaxed))
+		return unw_backtrace((void **)out, max);
+	if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) != 0)
+		return 0;
+	while (n < max && unw_step(&cur) > 0) {
+		unw_word_t ip;
+
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || !ip)
+			break;
+		out[n++] = (uintptr_t)ip;
+	}
+	return n;
+}
+
+/*
  * HEAPTRAIL_UNWIND_CHECK=1: every stack is also taken by libunwind and the
  * two compared (after our frames are dropped and the depth is cut), and the
  * first differences are said on stderr.  For checking unwind.c on a
@@ -181,7 +220,7 @@ static void check_unwind(const uintptr_t *raw, unsigned n, unsigned want, unsign
 {
 	uintptr_t lib[HTR_MAX_DEPTH + 16];
 	unsigned i = 0, j = 0, kept = 0, nl;
-	int got = unw_backtrace((void **)lib, (int)want);
+	int got = libunwind_backtrace(lib, (int)want);
 	uintptr_t lo = self_lo, span = self_hi - self_lo;
 
 	nl = got > 0 ? (unsigned)got : 0;
@@ -232,7 +271,7 @@ void stacks_capture(struct ht_capture *c)
 			return;
 		}
 		/* libunwind for what the rules cannot do */
-		got = unw_backtrace((void **)raw, (int)want);
+		got = libunwind_backtrace(raw, (int)want);
 		n = got > 0 ? (unsigned)got : 0;
 		if (HT_UNLIKELY(check_mode))
 			check_unwind(raw, n, want, keep);

@@ -1003,6 +1003,8 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 	file_off = sizeof(h);
 	if (write_all(&h, sizeof(h)) < 0) {
 		ht_msg("cannot write the dump header: running untraced");
+		/* not the byte take_name() left: an empty file says nothing was written */
+		(void)!ftruncate(atomic_load(&fd), 0);
 		close(atomic_exchange(&fd, -1));
 		return -1;
 	}

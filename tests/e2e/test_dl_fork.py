@@ -12,6 +12,9 @@ against a hang.
     the shim (the shim does not wrap dlopen).
 13  a dlopen'ed library's constructor's allocation is named.
     A library loaded, unloaded and loaded again elsewhere: both named.
+    Two libraries with different frames taking turns at one address
+    (dlr_swap): every stack through them walked with the rules of the
+    one loaded then, libunwind's too (review of session 5).
 17  5,000 dlopen/dlclose rounds allocating from 200 stacks each: the stack
     table does not fill.
 21  the writer's queue flooded with marks while a library is loaded 200
@@ -131,6 +134,41 @@ def case_twice():
                    if check.function_matches(s.get("function"), "sib_leak"))
     T.eq("both leaks named sib_leak", sizes, [1111, 2222])
     T.eq("in libdlf_sib.so", modules_of(doc, "sib_leak"), {"libdlf_sib.so"})
+
+
+def case_swap():
+    exe = check.target("dlr_swap")
+    for lib in ("libdlr_x.so", "libdlr_y.so"):
+        if not os.path.exists(os.path.join(LIBS, lib)):
+            raise Skip("%s is not built (make test-targets)" % lib)
+    argv = [exe, LIBS, "8"]
+    p = plain(argv)
+    facts = rel.output_facts(p.stdout)
+    T.eq("plain run", p.returncode, 0)
+    if facts.get("same_address", 0) < 4:
+        raise Skip("the loader did not reuse the address (%r)" % facts)
+    r, dump = traced("swap", argv)
+    T.eq("exit status", r.returncode, 0)
+    T.eq("same output under the shim", r.stdout, p.stdout)
+    cp, doc = check.report(dump)
+    T.check("the dump reads", doc is not None, check.first_line(cp.stderr))
+    if doc is None:
+        return
+    through, wrong = 0, []
+    for site in doc["sites"]:
+        names = [check.norm_function(f.get("function")) for f in site.get("stack", [])]
+        if "dlr_leaf" not in names:
+            continue
+        through += site.get("allocations", 0)
+        i = names.index("dlr_leaf")
+        if names[i + 1:i + 3] != ["dlr_entry", "dlr_outer"]:
+            wrong.append(names[i:i + 4])
+    T.eq("every allocation at dlr_leaf", through, facts.get("leaf_allocations"))
+    T.eq("every stack goes dlr_leaf, dlr_entry, dlr_outer", wrong, [])
+    # libunwind, asked for every stack beside the walk, must agree with it
+    r2, _ = traced("swap_check", argv, {"HEAPTRAIL_UNWIND_CHECK": "1"})
+    T.eq("HEAPTRAIL_UNWIND_CHECK=1: no stack differs from libunwind's",
+         [l for l in check.text(r2.stderr).splitlines() if "differs" in l][:2], [])
 
 
 def case_loop():
@@ -273,7 +311,7 @@ def case_pid_reuse():
 
 def main():
     cases = [("origin", case_origin), ("dlmopen", case_dlmopen), ("ctor", case_ctor),
-             ("twice", case_twice), ("loop", case_loop), ("marks", case_marks),
+             ("twice", case_twice), ("swap", case_swap), ("loop", case_loop), ("marks", case_marks),
              ("forks", case_forks), ("fork clock", case_fork_clock), ("vfork", case_vfork), ("atexit", case_atexit),
              ("pid reuse", case_pid_reuse)]
     only = os.environ.get("DL_FORK_CASE")

@@ -14,6 +14,10 @@
                      the old one left behind it to be read as more frames
                      (the old file is cut to one byte, not to none: ext4
                      writes back on close a file cut to none)
+  header not written OUT holds an old dump and the header cannot be written
+                     (RLIMIT_FSIZE 0): the program runs as without the shim,
+                     and OUT is left empty, not with the one byte it was cut
+                     to, so the analyzer says "empty file"
   held name          OUT locked by a starter that has not written its header
                      yet: left alone, the dump goes to OUT.PID
   dup2 onto the dump a program thread dup2()s a file of its own onto the
@@ -162,6 +166,34 @@ def case_over_longer():
     T.eq("over a longer dump: leaked, the new run's only",
          rel.site_sum(doc, "churn_leak", "leaked_bytes"),
          rel.output_facts(plain.stdout).get("leaked_bytes"))
+
+
+def no_file_size():
+    """preexec: no file may grow (SIGXFSZ ignored: write() fails with EFBIG)."""
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+
+
+def case_header_fails():
+    exe = check.built_target("rel_churn")
+    d = fresh_dir("header_fails")
+    dump = os.path.join(d, "same.htr")
+    with open(dump, "wb") as f:
+        f.write(b"HTRDUMP\n" + bytes(4000))
+    argv = [exe, "2", "200"]
+    plain = rel.run(argv, env=check.clean_env(None), cwd=d, preexec_fn=no_file_size)
+    traced = rel.run(argv, env=rel.shim_env(dump), cwd=d, preexec_fn=no_file_size)
+    T.eq("header not written: exit status as without the shim", traced.returncode,
+         plain.returncode)
+    T.eq("header not written: output as without the shim", traced.stdout, plain.stdout)
+    T.eq("header not written: the old dump is cut to nothing", os.path.getsize(dump), 0)
+    cp = check.analyze("leaks", dump)[0]
+    T.eq("header not written: the analyzer exits 2", cp.returncode, 2)
+    T.check("header not written: one line, an empty file",
+            check.text(cp.stderr).count("\n") == 1 and "empty file" in check.text(cp.stderr),
+            check.text(cp.stderr)[:200])
 
 
 def case_concurrent():
@@ -413,7 +445,8 @@ def case_record_pack():
 
 def main():
     cases = [("bursty program", case_bursty), ("concurrent starts", case_concurrent),
-             ("over a longer dump", case_over_longer), ("held name", case_held),
+             ("over a longer dump", case_over_longer),
+             ("header not written", case_header_fails), ("held name", case_held),
              ("dup2 onto the dump", case_dup2), ("lowest free fd", case_lowfd),
              ("packed chunks", case_packed), ("record --pack", case_record_pack),
              ("pack auto", case_pack_auto), ("pack auto under a CPU quota", case_pack_auto_quota)]
