@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <elfutils/libdw.h>
@@ -23,8 +24,10 @@
  * the same addresses (dlclose, then dlopen of another library), so a single
  * address space cannot tell them apart; the reader already resolved each
  * frame to a module index and an offset, and that pair is what we look up.
- * Inside its own Dwfl a module is still reported at its recorded load bias,
- * so addresses in libdwfl mean what they meant in the traced process.
+ * Inside its own Dwfl a module is reported at load bias 0, so an address in
+ * libdwfl is the frame's offset in its module: the same in every process
+ * that loaded that file, wherever it was loaded.  That lets a module outlive
+ * the symbolizer that opened it (the pool below).
  *
  * All captured addresses are return addresses (the malloc call's and its
  * callers'), so the lookup is at ip - 1: the call instruction, whose line
@@ -42,15 +45,23 @@ struct cu_range {
 	Dwarf_Die cu;
 };
 
-struct symmod {
-	int state;
+/* An opened module's debug info, and what identifies the file it is from. */
+struct modinfo {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
-	const char *path;	/* interned */
-	uint64_t bias;
 	int ranges_built;
 	struct cu_range *ranges;	/* sorted by lo */
 	size_t nranges;
+	char *path;		/* malloc'd: the pool outlives the symbolizers' strings */
+	struct stat st;		/* dev, ino, size, mtime when opened */
+	uint8_t build_id[64];
+	size_t build_id_len;
+};
+
+struct symmod {
+	int state;
+	struct modinfo mi;	/* MOD_OK: its debug info */
+	const char *path;	/* interned */
 	char *held_warn;	/* opened ahead (sym_prewarm): its warning, told on first use */
 };
 
@@ -199,6 +210,84 @@ static void warm_join(struct symbolizer *s)
 	s->warm_nmods = s->warm_nframes = 0;
 }
 
+/*
+ * Modules outlive their symbolizer, up to POOL_MAX of them: an analyzer
+ * that reads many dumps one after another (the gate over a CI run, one
+ * dump per process) opened and inflated the debug info of libc for every
+ * dump, about 45 ms each here, and now does it once.  A module is taken
+ * again only for the same file, unchanged (device, inode, size, mtime), and
+ * with the build-id the dump recorded.  Taking removes it from the pool,
+ * so no two symbolizers ever use one Dwfl at the same time.
+ */
+#define POOL_MAX 64
+struct pooled {
+	struct modinfo mi;
+	struct pooled *next;
+};
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pooled *pool;
+static size_t pool_n;
+
+static void modinfo_end(struct modinfo *mi)
+{
+	if (mi->dwfl)
+		dwfl_end(mi->dwfl);
+	free(mi->ranges);
+	free(mi->path);
+	memset(mi, 0, sizeof(*mi));
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The pooled module of this file, as the dump recorded it; 0 when none. */
+static int pool_take(const struct dump_module *dm, const struct stat *st,
+		     struct modinfo *out)
+{
+	struct pooled **pp, *p;
+
+	pthread_mutex_lock(&pool_lock);
+	for (pp = &pool; (p = *pp); pp = &p->next) {
+		if (strcmp(p->mi.path, dm->path) || !same_file(&p->mi.st, st))
+			continue;
+		if (dm->build_id_len && (dm->build_id_len != p->mi.build_id_len ||
+					 memcmp(dm->build_id, p->mi.build_id, dm->build_id_len)))
+			continue;
+		*pp = p->next;
+		pool_n--;
+		pthread_mutex_unlock(&pool_lock);
+		*out = p->mi;
+		free(p);
+		return 1;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return 0;
+}
+
+static void pool_put(struct modinfo *mi)
+{
+	struct pooled *p = NULL;
+
+	pthread_mutex_lock(&pool_lock);
+	if (pool_n < POOL_MAX)
+		p = malloc(sizeof(*p));
+	if (p) {
+		p->mi = *mi;
+		p->next = pool;
+		pool = p;
+		pool_n++;
+		memset(mi, 0, sizeof(*mi));
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (!p)
+		modinfo_end(mi);
+}
+
 struct symbolizer *sym_new(const struct dump *d)
 {
 	struct symbolizer *s = calloc(1, sizeof(*s));
@@ -227,9 +316,10 @@ void sym_free(struct symbolizer *s)
 		return;
 	warm_join(s);
 	for (size_t i = 0; i < s->nmods; i++) {
-		if (s->mods[i].dwfl)
-			dwfl_end(s->mods[i].dwfl);
-		free(s->mods[i].ranges);
+		if (s->mods[i].state == MOD_OK)
+			pool_put(&s->mods[i].mi);
+		else
+			modinfo_end(&s->mods[i].mi);
 		free(s->mods[i].held_warn);
 	}
 	free(s->mods);
@@ -303,14 +393,18 @@ static const char *demangled(struct symbolizer *s, const char *name)
 	return r;
 }
 
-static int same_build_id(const struct dump_module *dm, Elf *elf)
+/* Does the file's build-id (kept in mi) match the one the dump recorded? */
+static int same_build_id(const struct dump_module *dm, Elf *elf, struct modinfo *mi)
 {
 	const void *id = NULL;
-	ssize_t len;
+	ssize_t len = dwelf_elf_gnu_build_id(elf, &id);
 
+	if (len > 0 && (size_t)len <= sizeof(mi->build_id)) {
+		memcpy(mi->build_id, id, (size_t)len);
+		mi->build_id_len = (size_t)len;
+	}
 	if (dm->build_id_len == 0)
 		return 1;	/* nothing recorded to compare against */
-	len = dwelf_elf_gnu_build_id(elf, &id);
 	return len > 0 && (size_t)len == dm->build_id_len &&
 	       memcmp(id, dm->build_id, len) == 0;
 }
@@ -319,18 +413,23 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 			const struct dump_module *dm)
 {
 	const char *path = dm->path;
+	struct modinfo *mi = &m->mi;
+	struct stat st;
 	Elf *elf;
 	int fd, ok;
 
 	m->state = MOD_UNUSABLE;
 	m->path = intern(s, path);
-	m->bias = dm->load_bias;
 	/*
 	 * "[vdso]", "linux-vdso.so.1", anonymous code: nothing on disk to
 	 * read, nothing to warn about.  A path with a slash is a file.
 	 */
 	if (!path || path[0] == '[' || !strchr(path, '/'))
 		return;
+	if (stat(path, &st) == 0 && pool_take(dm, &st, mi)) {
+		m->state = MOD_OK;
+		return;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		mod_warning(s, m, "heaptrail: warning: cannot open '%s': %s; its frames are shown as addresses",
@@ -345,7 +444,7 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 		close(fd);
 		return;
 	}
-	ok = same_build_id(dm, elf);
+	ok = same_build_id(dm, elf, mi);
 	elf_end(elf);
 	if (!ok) {
 		mod_warning(s, m, "heaptrail: warning: '%s' changed since it was recorded (build-id differs); its frames are shown as addresses",
@@ -353,22 +452,28 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 		close(fd);
 		return;
 	}
-	m->dwfl = dwfl_begin(&offline_callbacks);
-	if (!m->dwfl) {
+	mi->path = strdup(path);
+	if (!mi->path || fstat(fd, &mi->st) != 0) {
+		modinfo_end(mi);
 		close(fd);
 		return;
 	}
-	/* ET_DYN with add_p_vaddr: 'base' is the load bias (l_addr). */
-	m->mod = dwfl_report_elf(m->dwfl, path, path, fd, dm->load_bias, true);
-	if (!m->mod) {
+	mi->dwfl = dwfl_begin(&offline_callbacks);
+	if (!mi->dwfl) {
+		modinfo_end(mi);
+		close(fd);
+		return;
+	}
+	/* ET_DYN with add_p_vaddr at base 0: addresses are offsets in the file */
+	mi->mod = dwfl_report_elf(mi->dwfl, path, path, fd, 0, true);
+	if (!mi->mod) {
 		mod_warning(s, m, "heaptrail: warning: cannot read '%s': %s; its frames are shown as addresses",
 			    path, dwfl_errmsg(-1));
 		close(fd);
-		dwfl_end(m->dwfl);
-		m->dwfl = NULL;
+		modinfo_end(mi);
 		return;
 	}
-	dwfl_report_end(m->dwfl, NULL, NULL);
+	dwfl_report_end(mi->dwfl, NULL, NULL);
 	m->state = MOD_OK;
 }
 
@@ -442,7 +547,7 @@ static int range_cmp(const void *a, const void *b)
  * file would come out unsymbolized.  So the CUs' own ranges are collected
  * once per module and searched instead.
  */
-static void build_ranges(struct symmod *m)
+static void build_ranges(struct modinfo *m)
 {
 	Dwarf_Addr bias;
 	Dwarf *dw = dwfl_module_getdwarf(m->mod, &bias);
@@ -482,7 +587,7 @@ done:
 		qsort(m->ranges, m->nranges, sizeof(*m->ranges), range_cmp);
 }
 
-static Dwarf_Die *find_cu(struct symmod *m, Dwarf_Addr addr, Dwarf_Addr *bias)
+static Dwarf_Die *find_cu(struct modinfo *m, Dwarf_Addr addr, Dwarf_Addr *bias)
 {
 	Dwarf_Die *cudie = dwfl_module_addrdie(m->mod, addr, bias);
 	size_t lo = 0, hi;
@@ -575,7 +680,7 @@ static void add_frame(struct symbolizer *s, const char *fn, const char *file,
  * it was inlined into; the walk ends at the concrete DW_TAG_subprogram.
  * Returns the number of frames added.
  */
-static size_t dwarf_frames(struct symbolizer *s, struct symmod *m,
+static size_t dwarf_frames(struct symbolizer *s, struct modinfo *m,
 			   Dwarf_Addr addr)
 {
 	Dwfl_Module *mod = m->mod;
@@ -663,12 +768,12 @@ static void resolve_into_tmp(struct symbolizer *s, const struct dump_frame *f)
 
 	s->tmp_n = 0;
 	if (m && m->state == MOD_OK) {
-		Dwarf_Addr addr = m->bias + f->offset;
+		Dwarf_Addr addr = f->offset;	/* the module is at bias 0 */
 
 		if (addr > 0)
 			addr--;
-		if (dwarf_frames(s, m, addr) == 0) {
-			const char *fn = dwfl_module_addrname(m->mod, addr);
+		if (dwarf_frames(s, &m->mi, addr) == 0) {
+			const char *fn = dwfl_module_addrname(m->mi.mod, addr);
 
 			if (fn)
 				add_frame(s, demangled(s, fn), NULL, 0, 0);

@@ -13,6 +13,9 @@ with earlier output of the gate:
   absorb the runtime's one-time blocks, and without them the run fails);
   blocks the program leaks through strdup() or an unclosed FILE are caught;
 - a process tree with one leaking child fails and names that child's pid;
+- 13 dumps of separate execs read together give every stack exactly as
+  each dump read alone (modules the analyzer opened are kept for the next
+  dump, which loaded them elsewhere), each leak at the counted line;
 - --baseline (a saved file or dumps) fails on an increase and passes
   without one; --max-increase allows some;
 - the program's own __lsan_default_suppressions() is honoured;
@@ -287,6 +290,72 @@ def test_shell_tree():
         expect("a shell that execs a clean program passes", st, 0, out, err)
         st, out, err = gate(["--judge", "gate_tree"], [sh, "-c", "%s strdup" % exe], cwd=d)
         expect("--judge of another program: the leaking one is not judged", st, 0, out, err)
+
+
+def gate_stacks(doc, exe):
+    """{pid of exe: [every failing site's stack as (function, file, line, module, offset)]}."""
+    out = {}
+    for p in doc["processes"]:
+        if p["exe"] != exe:
+            continue  # a shell: judged alone, not beside the tests it started
+        out[p["pid"]] = [[(f.get("function"), f.get("file"), f.get("line"), f.get("module"),
+                           f.get("offset")) for f in site.get("stack", [])]
+                         for c in p["checks"] for site in c.get("sites", [])]
+    return out
+
+
+def gate_dumps_json(args, dumps, cwd):
+    """gate ARGS --json=FILE DUMP...: (status, document or None, stdout, stderr)."""
+    out = os.path.join(cwd, "gate-dumps.json")
+    if os.path.exists(out):
+        os.unlink(out)
+    st, so, se = gate(list(args) + ["--json=" + out] + list(dumps), cwd=cwd)
+    doc = None
+    if os.path.exists(out):
+        with open(out) as f:
+            doc = json.load(f)
+    return st, doc, so, se
+
+
+def test_many_processes():
+    """Dumps read one after another share the modules they open (each a
+    separate exec, so libc and the program lie at other addresses in each):
+    every stack must be what that dump alone gives, and each leak at the
+    line the program counted.  A C++ program runs between the tests, so
+    that the modules kept are not always those the next dump asks for."""
+    with T.case("many processes"):
+        exe = target("gate_leak")
+        d = fresh("many")
+        t, _ = leak_run("blocks", 1)
+        site = truth_site(t, "leak_block")
+        cxx = target("gate_cleanxx")
+        # a C++ program between the tests: other modules, opened in another order
+        script = "; ".join("%s blocks %d; %s >/dev/null" % (exe, k, cxx) for k in range(1, 13))
+        keep = os.path.join(d, "run.htr")
+        st, out, err = gate(["-o", keep, "--max-leaked", "1GB"], ["/bin/sh", "-c", script], cwd=d)
+        expect("the run passes", st, 0, out, err)
+        dumps = sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("run.htr"))
+        T.eq("a dump per process: the shell, 12 tests, 12 C++ programs", len(dumps), 25)
+        st, doc, out, err = gate_dumps_json(["--max-leaked", "0"], dumps, d)
+        expect("all the dumps: fails", st, 1, out, err)
+        if not doc:
+            return
+        tests = [p for p in doc["processes"] if p["exe"] == exe]
+        T.eq("every test's leak", sorted(p["leaked_bytes"] for p in tests),
+             [k * site["leaked_bytes"] for k in range(1, 13)])
+        tops = [s for p in tests for c in p["checks"] for s in c.get("sites", [])]
+        T.eq("each named at the line the program counted",
+             [(check.norm_function(s.get("function")), s.get("line")) for s in tops],
+             [("leak_block", site["line"])] * 12)
+        together = gate_stacks(doc, exe)
+        differ = []
+        for dump in dumps:
+            st, one, out, err = gate_dumps_json(["--max-leaked", "0"], [dump], d)
+            for pid, stacks in (gate_stacks(one, exe) if one else {}).items():
+                if together.get(pid) != stacks:
+                    differ.append(pid)
+        T.eq("every stack as that dump alone gives it", differ, [])
+        T.eq("... compared for every test", len(together), 12)
 
 
 # --- JUnit -------------------------------------------------------------------
@@ -671,6 +740,7 @@ def main():
         test_clean_programs()
         test_process_tree()
         test_shell_tree()
+        test_many_processes()
         test_junit_validator()
         test_baseline()
         test_target_suppressions()
