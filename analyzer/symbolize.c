@@ -211,7 +211,7 @@ static void warm_join(struct symbolizer *s)
 }
 
 /*
- * Modules outlive their symbolizer, up to POOL_MAX of them: an analyzer
+ * Modules outlive their symbolizer, the POOL_MAX used last: an analyzer
  * that reads many dumps one after another (the gate over a CI run, one
  * dump per process) opened and inflated the debug info of libc for every
  * dump, about 45 ms each here, and now does it once.  A module is taken
@@ -219,7 +219,7 @@ static void warm_join(struct symbolizer *s)
  * with the build-id the dump recorded.  Taking removes it from the pool,
  * so no two symbolizers ever use one Dwfl at the same time.
  */
-#define POOL_MAX 64
+#define POOL_MAX 32	/* one module's inflated debug info can be tens of MB */
 struct pooled {
 	struct modinfo mi;
 	struct pooled *next;
@@ -269,23 +269,32 @@ static int pool_take(const struct dump_module *dm, const struct stat *st,
 	return 0;
 }
 
+/* Kept first in line; past POOL_MAX the module kept longest goes. */
 static void pool_put(struct modinfo *mi)
 {
-	struct pooled *p = NULL;
+	struct pooled *p = malloc(sizeof(*p)), *old = NULL, **pp;
 
+	if (!p) {
+		modinfo_end(mi);
+		return;
+	}
+	p->mi = *mi;
+	memset(mi, 0, sizeof(*mi));
 	pthread_mutex_lock(&pool_lock);
-	if (pool_n < POOL_MAX)
-		p = malloc(sizeof(*p));
-	if (p) {
-		p->mi = *mi;
-		p->next = pool;
-		pool = p;
-		pool_n++;
-		memset(mi, 0, sizeof(*mi));
+	p->next = pool;
+	pool = p;
+	if (++pool_n > POOL_MAX) {
+		for (pp = &pool; (*pp)->next; pp = &(*pp)->next)
+			;
+		old = *pp;
+		*pp = NULL;
+		pool_n--;
 	}
 	pthread_mutex_unlock(&pool_lock);
-	if (!p)
-		modinfo_end(mi);
+	if (old) {
+		modinfo_end(&old->mi);
+		free(old);
+	}
 }
 
 struct symbolizer *sym_new(const struct dump *d)
