@@ -751,7 +751,7 @@ static uint64_t unpack_rule(uint32_t r)
 	if (R_KIND(r) == K_END) {
 		kind = W_END;
 	} else if (R_KIND(r) == K_RSP) {
-		if (cfa_off % 8)
+		if (cfa_off % 8 || cfa_off < 8)	/* learn() says so too: not relied on */
 			kind = W_FAIL;
 		else if (!R_BPSAVED(r))
 			kind = W_RSP;
