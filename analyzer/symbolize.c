@@ -632,6 +632,20 @@ static int has_linkage_name(Dwarf_Die *die)
 	       dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr);
 }
 
+/* A unit in C, whose functions have no mangled names to look for. */
+static int c_unit(Dwarf_Die *cudie)
+{
+	switch (dwarf_srclang(cudie)) {
+	case DW_LANG_C89:
+	case DW_LANG_C:
+	case DW_LANG_C99:
+	case DW_LANG_C11:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* Linkage name (demangled) first: DW_AT_name lacks C++ scopes and types. */
 static const char *die_function_name(struct symbolizer *s, Dwarf_Die *die)
 {
@@ -749,15 +763,19 @@ static size_t dwarf_frames(struct symbolizer *s, struct modinfo *m,
 				line = (int)val;
 		} else if (tag == DW_TAG_subprogram) {
 			const char *fn = die_function_name(s, die);
-			const char *sym = dwfl_module_addrname(mod, addr);
 
 			/*
 			 * A static C++ function has no linkage name in DWARF and a
 			 * bare DW_AT_name; its symbol is still mangled, with scopes.
+			 * (The symbol table is searched only then: in libdw a
+			 * search goes through every symbol.)
 			 */
-			if (!fn || (!has_linkage_name(die) && sym && sym[0] == '_' &&
-				    sym[1] == 'Z'))
-				fn = demangled(s, sym);
+			if (!fn || (!has_linkage_name(die) && !c_unit(cudie))) {
+				const char *sym = dwfl_module_addrname(mod, addr);
+
+				if (!fn || (sym && sym[0] == '_' && sym[1] == 'Z'))
+					fn = demangled(s, sym);
+			}
 			add_frame(s, fn, file, line, 0);
 			free(chain);
 			return s->tmp_n - before;
