@@ -17,6 +17,7 @@
 #include <uthash.h>
 
 #include "symbolize.h"
+#include "sympool.h"
 
 /*
  * Every module gets a Dwfl of its own, opened the first time one of its
@@ -27,7 +28,7 @@
  * Inside its own Dwfl a module is reported at load bias 0, so an address in
  * libdwfl is the frame's offset in its module: the same in every process
  * that loaded that file, wherever it was loaded.  That lets a module outlive
- * the symbolizer that opened it (the pool below).
+ * the symbolizer that opened it (sympool.c).
  *
  * All captured addresses are return addresses (the malloc call's and its
  * callers'), so the lookup is at ip - 1: the call instruction, whose line
@@ -38,25 +39,6 @@
 char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
 enum { MOD_UNOPENED, MOD_OK, MOD_UNUSABLE };
-
-/* A CU's address range, for files without .debug_aranges. */
-struct cu_range {
-	Dwarf_Addr lo, hi;
-	Dwarf_Die cu;
-};
-
-/* An opened module's debug info, and what identifies the file it is from. */
-struct modinfo {
-	Dwfl *dwfl;
-	Dwfl_Module *mod;
-	int ranges_built;
-	struct cu_range *ranges;	/* sorted by lo */
-	size_t nranges;
-	char *path;		/* malloc'd: the pool outlives the symbolizers' strings */
-	struct stat st;		/* dev, ino, size, mtime when opened */
-	uint8_t build_id[64];
-	size_t build_id_len;
-};
 
 struct symmod {
 	int state;
@@ -210,93 +192,6 @@ static void warm_join(struct symbolizer *s)
 	s->warm_nmods = s->warm_nframes = 0;
 }
 
-/*
- * Modules outlive their symbolizer, the POOL_MAX used last: an analyzer
- * that reads many dumps one after another (the gate over a CI run, one
- * dump per process) opened and inflated the debug info of libc for every
- * dump, about 45 ms each here, and now does it once.  A module is taken
- * again only for the same file, unchanged (device, inode, size, mtime), and
- * with the build-id the dump recorded.  Taking removes it from the pool,
- * so no two symbolizers ever use one Dwfl at the same time.
- */
-#define POOL_MAX 32	/* one module's inflated debug info can be tens of MB */
-struct pooled {
-	struct modinfo mi;
-	struct pooled *next;
-};
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pooled *pool;
-static size_t pool_n;
-
-static void modinfo_end(struct modinfo *mi)
-{
-	if (mi->dwfl)
-		dwfl_end(mi->dwfl);
-	free(mi->ranges);
-	free(mi->path);
-	memset(mi, 0, sizeof(*mi));
-}
-
-static int same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
-	       a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* The pooled module of this file, as the dump recorded it; 0 when none. */
-static int pool_take(const struct dump_module *dm, const struct stat *st,
-		     struct modinfo *out)
-{
-	struct pooled **pp, *p;
-
-	pthread_mutex_lock(&pool_lock);
-	for (pp = &pool; (p = *pp); pp = &p->next) {
-		if (strcmp(p->mi.path, dm->path) || !same_file(&p->mi.st, st))
-			continue;
-		if (dm->build_id_len && (dm->build_id_len != p->mi.build_id_len ||
-					 memcmp(dm->build_id, p->mi.build_id, dm->build_id_len)))
-			continue;
-		*pp = p->next;
-		pool_n--;
-		pthread_mutex_unlock(&pool_lock);
-		*out = p->mi;
-		free(p);
-		return 1;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	return 0;
-}
-
-/* Kept first in line; past POOL_MAX the module kept longest goes. */
-static void pool_put(struct modinfo *mi)
-{
-	struct pooled *p = malloc(sizeof(*p)), *old = NULL, **pp;
-
-	if (!p) {
-		modinfo_end(mi);
-		return;
-	}
-	p->mi = *mi;
-	memset(mi, 0, sizeof(*mi));
-	pthread_mutex_lock(&pool_lock);
-	p->next = pool;
-	pool = p;
-	if (++pool_n > POOL_MAX) {
-		for (pp = &pool; (*pp)->next; pp = &(*pp)->next)
-			;
-		old = *pp;
-		*pp = NULL;
-		pool_n--;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	if (old) {
-		modinfo_end(&old->mi);
-		free(old);
-	}
-}
-
 struct symbolizer *sym_new(const struct dump *d)
 {
 	struct symbolizer *s = calloc(1, sizeof(*s));
@@ -324,9 +219,10 @@ void sym_free(struct symbolizer *s)
 	if (!s)
 		return;
 	warm_join(s);
-	for (size_t i = 0; i < s->nmods; i++) {
+	/* last to first: the pool keeps those put last, the program and libc come first */
+	for (size_t i = s->nmods; i-- > 0;) {
 		if (s->mods[i].state == MOD_OK)
-			pool_put(&s->mods[i].mi);
+			sympool_put(&s->mods[i].mi);
 		else
 			modinfo_end(&s->mods[i].mi);
 		free(s->mods[i].held_warn);
@@ -435,7 +331,7 @@ static void open_module(struct symbolizer *s, struct symmod *m,
 	 */
 	if (!path || path[0] == '[' || !strchr(path, '/'))
 		return;
-	if (stat(path, &st) == 0 && pool_take(dm, &st, mi)) {
+	if (stat(path, &st) == 0 && sympool_take(dm, &st, mi)) {
 		m->state = MOD_OK;
 		return;
 	}

@@ -45,7 +45,8 @@ $(SYMU_TDIR)/libsymtarget_split.so: $(SYMU_TDIR)/libsymtarget.so
 	cd $(SYMU_TDIR) && objcopy --strip-debug \
 		--add-gnu-debuglink=libsymtarget_split.debug libsymtarget.so libsymtarget_split.so
 
-SYMU_SYM_OBJ = $(BUILD)/obj/analyzer/symbolize.o $(BUILD)/obj/analyzer/site.o \
+SYMU_SYM_OBJ = $(BUILD)/obj/analyzer/symbolize.o $(BUILD)/obj/analyzer/sympool.o \
+	       $(BUILD)/obj/analyzer/site.o \
 	       $(BUILD)/obj/analyzer/json.o
 
 $(SYMU_DIR)/test_symbolize: tests/unit/test_symbolize.c tests/unit/symtarget.h $(SYMU_SYM_OBJ) \
