@@ -356,42 +356,44 @@ def test_many_processes():
                     differ.append(pid)
         T.eq("every stack as that dump alone gives it", differ, [])
         T.eq("... compared for every test", len(together), 12)
-        # which modules the analyzer kept from one dump for the next
-        cp = check.run([check.HEAPTRAIL, "gate", "--max-leaked", "0"] + dumps, cwd=d,
-                       env=check.clean_env({"HEAPTRAIL__SYMPOOL_TRACE": "1"}))
-        trace = [l.split()[2:] for l in check.text(cp.stderr).splitlines()
-                 if l.startswith("heaptrail: sympool: ")]
+        trace = pool_trace(dumps, d)
         T.eq("the test's module kept from its second dump on, taken from its third",
              ([w for w, m in trace if m == exe].count("kept"),
               [w for w, m in trace if m == exe].count("taken")), (11, 10))
         # programs run once each (copies at other paths) are not kept
-        once = []
+        copies = []
         for k in range(4):
-            copy = os.path.join(d, "copy%d" % k)
-            shutil.copy(exe, copy)
-            dump = os.path.join(d, "once%d.htr" % k)
-            check.record(dump, [copy, "blocks", "1"], cwd=d)
-            once.append(dump)
-        cp = check.run([check.HEAPTRAIL, "gate", "--max-leaked", "0"] + once, cwd=d,
-                       env=check.clean_env({"HEAPTRAIL__SYMPOOL_TRACE": "1"}))
-        kept = [l for l in check.text(cp.stderr).splitlines()
-                if l.startswith("heaptrail: sympool: kept ") and "/copy" in l]
-        T.eq("a program read once is not kept (its debug info held for nothing)", kept, [])
+            copies.append(os.path.join(d, "copy%d" % k))
+            shutil.copy(exe, copies[-1])
+        T.eq("a program read once is not kept (its debug info held for nothing)",
+             [m for w, m in pool_trace(record_each(copies, d), d) if w == "kept" and m in copies],
+             [])
         # nor one without debug info, read three times: a debug file may appear later
         stripped = os.path.join(d, "stripped")
         cp = check.run(["objcopy", "--strip-debug", exe, stripped])
         if cp.returncode != 0:
             raise Skip("objcopy: %s" % check.first_line(cp.stderr))
-        thrice = []
-        for k in range(3):
-            dump = os.path.join(d, "stripped%d.htr" % k)
-            check.record(dump, [stripped, "blocks", "1"], cwd=d)
-            thrice.append(dump)
-        cp = check.run([check.HEAPTRAIL, "gate", "--max-leaked", "0"] + thrice, cwd=d,
-                       env=check.clean_env({"HEAPTRAIL__SYMPOOL_TRACE": "1"}))
-        kept = [l for l in check.text(cp.stderr).splitlines()
-                if l.startswith("heaptrail: sympool: kept ") and l.endswith("/stripped")]
-        T.eq("a program without debug info is not kept", kept, [])
+        T.eq("a program without debug info is not kept",
+             [m for w, m in pool_trace(record_each([stripped] * 3, d), d)
+              if w == "kept" and m == stripped], [])
+
+
+def record_each(programs, d):
+    """Each program recorded once ('blocks 1'): their dumps."""
+    dumps = []
+    for k, prog in enumerate(programs):
+        dumps.append(os.path.join(d, "each%d-%s.htr" % (k, os.path.basename(prog))))
+        check.record(dumps[-1], [prog, "blocks", "1"], cwd=d)
+    return dumps
+
+
+def pool_trace(dumps, d):
+    """gate over dumps: what the analyzer kept from one dump for the next, and
+    took again, as [(kept|taken, module path)] (HEAPTRAIL__SYMPOOL_TRACE)."""
+    cp = check.run([check.HEAPTRAIL, "gate", "--max-leaked", "0"] + dumps, cwd=d,
+                   env=check.clean_env({"HEAPTRAIL__SYMPOOL_TRACE": "1"}))
+    return [tuple(l.split()[2:4]) for l in check.text(cp.stderr).splitlines()
+            if l.startswith("heaptrail: sympool: ")]
 
 
 # --- JUnit -------------------------------------------------------------------
