@@ -740,7 +740,6 @@ static int thread_stack(uintptr_t *lo, uintptr_t *hi)
 	return 0;
 }
 
-/* The low bits of a return address index well enough, in one instruction. */
 /* What the walk does with a frame of rule r (above), as T_* */
 static uint64_t unpack_rule(uint32_t r)
 {
