@@ -286,14 +286,15 @@ void stacks_capture(struct ht_capture *c)
 /*
  * Four independent lanes: a stack is hashed on every allocation, and one
  * serial multiply chain over 15 addresses costs more than the lookup.
+ * What the lanes give is the key of the thread's cache; the table's hash
+ * mixes it further (hash_finish), only when the thread's cache misses.
  */
-static uint64_t hash_stack(const uintptr_t *p, unsigned n, uint32_t ep)
+static uint64_t hash_lanes(const uintptr_t *p, unsigned n, uint32_t ep)
 {
 	const uint64_t k = 0xff51afd7ed558ccdull;
 	uint64_t a = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 32) ^ ep;
 	uint64_t b = 0xc2b2ae3d27d4eb4full, c = 0x165667b19e3779f9ull, d = 0x27d4eb2f165667c5ull;
 	unsigned i = 0;
-	uint64_t h;
 
 	for (; i + 4 <= n; i += 4) {
 		a = (a ^ p[i]) * k;
@@ -305,14 +306,21 @@ static uint64_t hash_stack(const uintptr_t *p, unsigned n, uint32_t ep)
 		c ^= c >> 32;
 		d ^= d >> 32;
 	}
-	for (; i < n; i++) {
-		a = (a ^ p[i]) * k;
-		a ^= a >> 32;
-	}
-	h = a ^ ((b << 17) | (b >> 47)) ^ ((c << 31) | (c >> 33)) ^ ((d << 47) | (d >> 17));
+	/* the last one to three, one lane each: no chain of multiplies */
+	if (i < n)
+		a = (a ^ p[i]) * k, a ^= a >> 32;
+	if (i + 1 < n)
+		b = (b ^ p[i + 1]) * k, b ^= b >> 32;
+	if (i + 2 < n)
+		c = (c ^ p[i + 2]) * k, c ^= c >> 32;
+	return a ^ ((b << 17) | (b >> 47)) ^ ((c << 31) | (c >> 33)) ^ ((d << 47) | (d >> 17));
+}
+
+static uint64_t hash_finish(uint64_t h)
+{
 	h *= 0xc4ceb9fe1a85ec53ull;
 	h ^= h >> 29;
-	h *= k;
+	h *= 0xff51afd7ed558ccdull;
 	h ^= h >> 32;
 	return h;
 }
@@ -361,7 +369,7 @@ static uint32_t find(uint64_t h, uint32_t tag, const struct ht_capture *c, uint3
 uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 {
 	uint32_t ep, tag, idx, mask, new_id = 0, found;
-	uint64_t h, off, want;
+	uint64_t key, h, off, want;
 	struct cache_entry *ce;
 	_Atomic uint64_t *t;
 	unsigned k;
@@ -372,11 +380,12 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 		return HTR_STACK_NONE;
 again:
 	ep = atomic_load_explicit(&epoch, memory_order_relaxed);
-	h = hash_stack(c->ips, c->depth, ep);
-	tag = (uint32_t)(h >> 32) | 1;
-	ce = &cache[(h >> 20) & (CACHE_SLOTS - 1)];
-	if (ce->hash == h && ce->epoch == ep && ce->id && same_stack(ce->id, c, ep))
+	key = hash_lanes(c->ips, c->depth, ep);
+	ce = &cache[(key ^ (key >> 29)) & (CACHE_SLOTS - 1)];
+	if (ce->hash == key && ce->epoch == ep && ce->id && same_stack(ce->id, c, ep))
 		return ce->id;
+	h = hash_finish(key);
+	tag = (uint32_t)(h >> 32) | 1;
 	k = atomic_load_explicit(&level, memory_order_acquire);
 	found = find(h, tag, c, ep, k);
 	if (found)
@@ -443,7 +452,7 @@ again:
 		idx = (idx + 1) & mask;
 	}
 hit:
-	ce->hash = h;
+	ce->hash = key;
 	ce->id = found;
 	ce->epoch = ep;
 	return found;
