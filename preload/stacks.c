@@ -64,11 +64,13 @@ static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
  * miss away.  Entries are checked against the interned copy, so a hit is
  * exact; the epoch invalidates them after an unload or a fork.
  */
-#define CACHE_SLOTS 256		/* 4 KiB a thread; 64 thrashed on 36 stacks */
+#define CACHE_SLOTS 256		/* 8 KiB a thread; 64 thrashed on 36 stacks */
 struct cache_entry {
-	uint64_t hash;
+	uint64_t hash;		/* hash_lanes() */
+	const uintptr_t *ips;	/* the stack's addresses in ips[]: no look at infos[] */
 	uint32_t id;
 	uint32_t epoch;
+	uint32_t depth;
 };
 static __thread struct cache_entry cache[CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
 
@@ -325,19 +327,23 @@ static uint64_t hash_finish(uint64_t h)
 	return h;
 }
 
-static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
+static inline int same_ips(const uintptr_t *a, const uintptr_t *b, unsigned n)
 {
-	const struct stack_info *si = &infos[id];
-	const uintptr_t *a, *b = c->ips;
 	unsigned i;
 
-	if (si->depth != c->depth || si->epoch != ep)
-		return 0;
-	a = ips + si->ip_off;
-	for (i = 0; i < c->depth; i++)	/* short: inline, not memcmp */
+	for (i = 0; i < n; i++)	/* short: inline, not memcmp */
 		if (a[i] != b[i])
 			return 0;
 	return 1;
+}
+
+static int same_stack(uint32_t id, const struct ht_capture *c, uint32_t ep)
+{
+	const struct stack_info *si = &infos[id];
+
+	if (si->depth != c->depth || si->epoch != ep)
+		return 0;
+	return same_ips(ips + si->ip_off, c->ips, c->depth);
 }
 
 /* The stack's id in levels top .. 0, or 0. */
@@ -382,7 +388,8 @@ again:
 	ep = atomic_load_explicit(&epoch, memory_order_relaxed);
 	key = hash_lanes(c->ips, c->depth, ep);
 	ce = &cache[(key ^ (key >> 29)) & (CACHE_SLOTS - 1)];
-	if (ce->hash == key && ce->epoch == ep && ce->id && same_stack(ce->id, c, ep))
+	if (ce->hash == key && ce->epoch == ep && ce->depth == c->depth && ce->id &&
+	    same_ips(ce->ips, c->ips, c->depth))
 		return ce->id;
 	h = hash_finish(key);
 	tag = (uint32_t)(h >> 32) | 1;
@@ -455,6 +462,8 @@ hit:
 	ce->hash = key;
 	ce->id = found;
 	ce->epoch = ep;
+	ce->depth = c->depth;
+	ce->ips = ips + infos[found].ip_off;
 	return found;
 full:
 	atomic_fetch_add(&ht_lost[HTR_LOST_STACKS], 1);
