@@ -40,7 +40,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept *kept;	/* put last first */
 static size_t nkept;
 static struct seen seen[SEEN_MAX];
-static size_t nseen, seen_next;
+static size_t seen_next;
 
 /* HEAPTRAIL__SYMPOOL_TRACE (tests only): a line on stderr for each module kept or taken. */
 static void trace(const char *what, const char *path)
@@ -93,25 +93,21 @@ int sympool_take(const struct dump_module *dm, const struct stat *st, struct mod
 	return 0;
 }
 
-/* Was this file had before?  Remembers it either way.  Under the lock. */
+/* Was this file had before?  Remembers it either way (a ring).  Under the lock. */
 static int seen_before(const struct modinfo *mi)
 {
+	struct seen *e;
 	size_t i;
 
-	for (i = 0; i < nseen; i++)
-		if (!strcmp(seen[i].path, mi->path) && same_file(&seen[i].st, &mi->st))
+	for (i = 0; i < SEEN_MAX; i++)
+		if (seen[i].path && !strcmp(seen[i].path, mi->path) &&
+		    same_file(&seen[i].st, &mi->st))
 			return 1;
-	if (nseen < SEEN_MAX) {
-		i = nseen++;
-	} else {
-		i = seen_next;
-		seen_next = (seen_next + 1) % SEEN_MAX;
-		free(seen[i].path);
-	}
-	seen[i].path = strdup(mi->path);
-	seen[i].st = mi->st;
-	if (!seen[i].path)
-		seen[i] = seen[--nseen];	/* out of memory: forget it */
+	e = &seen[seen_next];
+	seen_next = (seen_next + 1) % SEEN_MAX;
+	free(e->path);
+	e->path = strdup(mi->path);	/* NULL when out of memory: not remembered */
+	e->st = mi->st;
 	return 0;
 }
 

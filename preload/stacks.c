@@ -291,9 +291,11 @@ void stacks_capture(struct ht_capture *c)
  * What the lanes give is the key of the thread's cache; the table's hash
  * mixes it further (hash_finish), only when the thread's cache misses.
  */
+#define HASH_MUL 0xff51afd7ed558ccdull
+
 static uint64_t hash_lanes(const uintptr_t *p, unsigned n, uint32_t ep)
 {
-	const uint64_t k = 0xff51afd7ed558ccdull;
+	const uint64_t k = HASH_MUL;
 	uint64_t a = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 32) ^ ep;
 	uint64_t b = 0xc2b2ae3d27d4eb4full, c = 0x165667b19e3779f9ull, d = 0x27d4eb2f165667c5ull;
 	unsigned i = 0;
@@ -322,7 +324,7 @@ static uint64_t hash_finish(uint64_t h)
 {
 	h *= 0xc4ceb9fe1a85ec53ull;
 	h ^= h >> 29;
-	h *= 0xff51afd7ed558ccdull;
+	h *= HASH_MUL;
 	h ^= h >> 32;
 	return h;
 }
@@ -388,7 +390,8 @@ again:
 	ep = atomic_load_explicit(&epoch, memory_order_relaxed);
 	key = hash_lanes(c->ips, c->depth, ep);
 	ce = &cache[(key ^ (key >> 29)) & (CACHE_SLOTS - 1)];
-	if (ce->hash == key && ce->epoch == ep && ce->depth == c->depth && ce->id &&
+	/* an empty entry has depth 0, a capture here never */
+	if (ce->hash == key && ce->epoch == ep && ce->depth == c->depth &&
 	    same_ips(ce->ips, c->ips, c->depth))
 		return ce->id;
 	h = hash_finish(key);
