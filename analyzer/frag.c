@@ -211,6 +211,16 @@ static int is_mmapped(const struct frag *f, uint64_t ptr, uint64_t usable, unsig
 	       (((ptr - FRAG_HEADER) & (f->ps - 1)) == 0 || aligned_api);
 }
 
+/*
+ * The bytes of a mapped chunk's mapping, as mallinfo2's hblkhd counts them:
+ * from the page its header lies on (an aligned block's lead included) to
+ * its end.
+ */
+static uint64_t mapping_bytes(const struct frag *f, uint64_t ptr, uint64_t usable)
+{
+	return ptr + usable - ((ptr - FRAG_HEADER) & ~(f->ps - 1));
+}
+
 static void page_ref(struct frag *f, uint64_t page, int delta)
 {
 	int found;
@@ -274,7 +284,7 @@ static void heap_alloc(struct frag *f, const struct dump_event *ev,
 	f->seq++;
 	f->usable += u;
 	if (is_mmapped(f, ev->ptr, u, ev->api)) {
-		f->mmapped_bytes += u + FRAG_HEADER;
+		f->mmapped_bytes += mapping_bytes(f, ev->ptr, u);
 		f->mmapped_blocks++;
 	} else if (fregions_add(&f->heaps, ev->ptr - FRAG_HEADER, ev->ptr + u) < 0) {
 		f->err = -ENOMEM;
@@ -311,7 +321,7 @@ static void heap_free(struct frag *f, const struct dump_event *ev,
 	f->seq++;
 	f->usable -= u;
 	if (is_mmapped(f, b->ptr, u, b->api)) {
-		f->mmapped_bytes -= u + FRAG_HEADER;
+		f->mmapped_bytes -= mapping_bytes(f, b->ptr, u);
 		f->mmapped_blocks--;
 	}
 	extent(f, b->ptr - FRAG_HEADER, b->ptr + u, -1);
@@ -509,6 +519,7 @@ struct collect {
 	struct occ_block *b;
 	size_t n, cap;
 	uint64_t requested, usable, mmapped_bytes, mmapped_blocks;
+	uint64_t mmapped_usable;
 };
 
 static int collect_block(void *ctx, const struct replay_block *rb)
@@ -520,7 +531,8 @@ static int collect_block(void *ctx, const struct replay_block *rb)
 	c->requested += rb->size;
 	c->usable += u;
 	if (is_mmapped(c->f, rb->ptr, u, rb->api)) {
-		c->mmapped_bytes += u + FRAG_HEADER;
+		c->mmapped_bytes += mapping_bytes(c->f, rb->ptr, u);
+		c->mmapped_usable += u;
 		c->mmapped_blocks++;
 		return 0;
 	}
@@ -616,7 +628,7 @@ int frag_snapshot(struct frag *f, uint64_t at)
 	free(c.b);
 	if (rc)
 		return rc;
-	f->res.heap.usable_bytes = c.usable - c.mmapped_bytes + FRAG_HEADER * c.mmapped_blocks;
+	f->res.heap.usable_bytes = c.usable - c.mmapped_usable;
 	f->res.at = at;
 	l->requested_bytes = c.requested;
 	l->usable_bytes = c.usable;

@@ -40,7 +40,13 @@ static uint32_t intern(const struct ht_capture *c, int *is_new)
 
 static size_t usable_extra(void *ptr, size_t size)
 {
-	size_t u = ht_real.malloc_usable_size ? ht_real.malloc_usable_size(ptr) : size;
+	size_t u;
+
+	if (HT_LIKELY(atomic_load_explicit(&ht_glibc_chunks, memory_order_relaxed) ==
+		      HT_CHUNKS_READ))
+		u = real_chunk_usable(ptr);
+	else
+		u = real_usable(ptr, size);
 
 	return u > size ? u - size : 0;
 }

@@ -175,6 +175,7 @@ void ht_init(void)
 	if (real_resolve() != 0)
 		goto off;
 	config_load();
+	real_check_chunks();
 	if (!ht_cfg.follow && !only_the_first_image())
 		goto off;
 	clock_init();

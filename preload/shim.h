@@ -101,6 +101,21 @@ struct ht_real {
 extern struct ht_real ht_real __attribute__((visibility("hidden")));
 /* Resolve the real functions; safe to call repeatedly.  0 when resolved. */
 int real_resolve(void);
+/*
+ * A block's usable size: read from glibc's chunk header once that is known
+ * to be right (HT_CHUNKS_READ), else from malloc_usable_size() (real.c).
+ */
+enum { HT_CHUNKS_CALL = 0, HT_CHUNKS_CHECKING, HT_CHUNKS_READ };
+extern _Atomic int ht_glibc_chunks __attribute__((visibility("hidden")));
+void real_check_chunks(void);	/* at start: may the header be read? */
+size_t real_usable(void *ptr, size_t size);	/* the call, and the check */
+
+static inline size_t real_chunk_usable(const void *ptr)
+{
+	size_t head = ((const size_t *)ptr)[-1];
+
+	return (head & ~(size_t)7) - (head & 2 ? 16 : 8);
+}
 /* dlsym() may calloc before the real allocator is known: a static pool. */
 void *bootstrap_alloc(size_t size, size_t align);
 int bootstrap_owns(const void *p);

@@ -1,8 +1,10 @@
 /* thread.c - per-thread event buffers, their hand-off to the writer, and the steal */
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -26,6 +28,22 @@
  *
  * When no free buffer is left (the writer fell behind) a producer waits
  * without holding BUSY: nothing is dropped, and the writer can still steal.
+ *
+ * Two ways to keep the two parties apart:
+ *
+ * - Fenced by the writer (where membarrier() works, the usual case).  The
+ *   thread marks itself BUSY with a plain store and then reads its "held"
+ *   word, which only the writer writes; the writer sets "held" on every
+ *   thread, makes each running thread execute a full fence
+ *   (MEMBARRIER_CMD_PRIVATE_EXPEDITED), then reads their states.  Either
+ *   the thread's read of "held" came after that fence and saw it set (it
+ *   steps back and waits), or its BUSY is visible to the writer, which
+ *   waits for the event to end.  The producer pays no atomic
+ *   read-modify-write, whose locked cycle and store-buffer drain were ~2%
+ *   of a malloc-heavy traced run; the writer pays one system call a round.
+ * - Otherwise (seccomp, old kernels, HEAPTRAIL__NO_MEMBARRIER=1), one
+ *   compare-and-swap on the state word: IDLE -> BUSY by the thread,
+ *   IDLE -> HELD by the writer.
  */
 
 enum { ST_IDLE = 0, ST_BUSY = 1, ST_HELD = 2 };
@@ -33,6 +51,7 @@ enum { TH_FREE = 0, TH_ALIVE = 1, TH_EXITING = 2 };
 
 struct ht_thread {
 	_Atomic int state;
+	_Atomic int held;	/* fenced by the writer: it holds the buffer */
 	_Atomic int claim;	/* TH_* */
 	uint32_t tid;
 	struct ht_buf *buf;
@@ -58,6 +77,7 @@ static unsigned nqueued;	/* buffers in the full queue */
 #define WAKE_AFTER 4		/* full buffers that wake the writer */
 static unsigned nbuffers;
 static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
+static int fenced;		/* the writer fences for the threads (membarrier) */
 
 __thread int ht_in_shim __attribute__((tls_model("initial-exec")));
 __thread struct ht_thread *ht_self __attribute__((tls_model("initial-exec")));
@@ -100,6 +120,8 @@ int threads_init(void)
 	if (ret)
 		return ret;
 	exit_key_ok = pthread_key_create(&exit_key, key_destructor) == 0;
+	fenced = !getenv("HEAPTRAIL__NO_MEMBARRIER") &&
+		 syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	return 0;
 }
 
@@ -117,10 +139,14 @@ void threads_reset_after_fork(void)
 	region_reset(&buf_region);
 	for (t = atomic_load(&registry); t; t = t->next_all) {
 		atomic_store(&t->state, ST_IDLE);
+		atomic_store(&t->held, 0);
 		t->buf = NULL;
 		if (t != self)
 			atomic_store(&t->claim, TH_FREE);
 	}
+	/* a new process: register it (it is the only thread so far) */
+	if (fenced)
+		fenced = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 	if (self) {
 		self->tid = (uint32_t)syscall(SYS_gettid);
 		self->last_time = 0;
@@ -188,6 +214,17 @@ static void acquire(struct ht_thread *t)
 	int expected;
 	unsigned spins = 0;
 
+	if (HT_LIKELY(fenced)) {
+		for (;;) {
+			atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
+			/* the writer's membarrier() is the fence; the compiler must not move the load */
+			atomic_signal_fence(memory_order_seq_cst);
+			if (HT_LIKELY(!atomic_load_explicit(&t->held, memory_order_acquire)))
+				return;
+			atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
+			ht_backoff(&spins);
+		}
+	}
 	for (;;) {
 		expected = ST_IDLE;
 		if (atomic_compare_exchange_weak_explicit(&t->state, &expected, ST_BUSY,
@@ -410,10 +447,51 @@ void thread_set_client(struct ht_thread *t, uint64_t client)
 	t->client = client;
 }
 
+/* Waits out an event in progress; 0 when the thread is not BUSY any more. */
+static int wait_not_busy(struct ht_thread *t, uint64_t deadline_ns)
+{
+	unsigned spins = 0;
+
+	while (atomic_load_explicit(&t->state, memory_order_acquire) == ST_BUSY) {
+		if (++spins > 16) {
+			if (ht_mono_ns() > deadline_ns)
+				return -1;
+			sched_yield();
+		}
+	}
+	return 0;
+}
+
+/* threads_steal_all(), fenced by the writer: see the top of the file. */
+static int steal_all_fenced(uint64_t deadline_ns)
+{
+	struct ht_thread *t;
+	int complete = 1, fence;
+
+	for (t = atomic_load(&registry); t; t = t->next_all)
+		if (atomic_load(&t->claim) != TH_FREE)
+			atomic_store_explicit(&t->held, 1, memory_order_relaxed);
+	fence = (int)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	for (t = atomic_load(&registry); t; t = t->next_all) {
+		if (!atomic_load_explicit(&t->held, memory_order_relaxed))
+			continue;
+		/* without the fence a BUSY may not be visible yet: take nothing */
+		if (fence != 0 || wait_not_busy(t, deadline_ns) != 0)
+			complete = 0;	/* stuck BUSY (a stopped thread?): next round */
+		else if (t->buf && t->buf->len)
+			hand_off(t);
+		atomic_store_explicit(&t->held, 0, memory_order_release);
+	}
+	return complete ? 0 : -1;
+}
+
 int threads_steal_all(uint64_t deadline_ns)
 {
 	struct ht_thread *t;
 	int complete = 1;
+
+	if (fenced)
+		return steal_all_fenced(deadline_ns);
 
 	for (t = atomic_load(&registry); t; t = t->next_all) {
 		unsigned spins = 0;
@@ -457,8 +535,13 @@ void threads_reap(void)
 			continue;
 		if (syscall(SYS_tgkill, pid, t->tid, 0) == 0 || errno != ESRCH)
 			continue;
-		if (!atomic_compare_exchange_strong(&t->state, &expected, ST_HELD))
+		/* gone: only an event cut short (BUSY for ever) keeps it */
+		if (fenced) {
+			if (atomic_load(&t->state) != ST_IDLE)
+				continue;
+		} else if (!atomic_compare_exchange_strong(&t->state, &expected, ST_HELD)) {
 			continue;
+		}
 		if (t->buf)
 			hand_off(t);
 		atomic_store(&t->state, ST_IDLE);

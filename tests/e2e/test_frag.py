@@ -10,6 +10,9 @@ made, and, for their own pool allocator, where each live object lies.
                 and malloc_trim; the ladder against mallinfo2 and statm
   frag_realloc  exact-fit growth flagged at its sites, geometric growth not
   frag_pool     a pool annotated with heaptrail.h analysed like malloc
+  frag_usable   live blocks of every C allocation function, from 1 byte to
+                mapped ones (aligned too): requested and usable bytes
+                against malloc_usable_size, mapped blocks against mallinfo2
   replay        the frag_pinned run replayed on glibc and other allocators
 """
 
@@ -245,6 +248,20 @@ def test_pool():
                 s)
 
 
+def test_usable():
+    with T.case("frag_usable"):
+        dump, truth = run_target("frag_usable")
+        f = truth["facts"]
+        doc = frag(dump, "--at", "held", "--top", "0")
+        T.eq("live_bytes = the bytes the program asked for", doc["live_bytes"],
+             f["requested_bytes"])
+        T.eq("usable_bytes = the sum of malloc_usable_size", doc["usable_bytes"],
+             f["usable_bytes"])
+        T.eq("mmapped_blocks = mallinfo2 hblks", doc["mmapped_blocks"], f["mapped_blocks"])
+        T.eq("mmapped_bytes = mallinfo2 hblkhd (aligned leads included)",
+             doc["mmapped_bytes"], f["hblkhd"])
+
+
 def test_replay():
     with T.case("replay"):
         dump, truth = run_target("frag_pinned", ["0"])
@@ -312,6 +329,7 @@ def main():
         test_pinned()
         test_realloc()
         test_pool()
+        test_usable()
         test_replay()
         test_errors()
     finally:
