@@ -140,12 +140,12 @@ static int only_the_first_image(void)
 
 /*
  * Under an address-space limit (ulimit -v, RLIMIT_AS) the shim's reserved
- * regions (about 150 MiB, MAP_NORESERVE does not exempt them) count against
+ * regions (about 280 MiB, MAP_NORESERVE does not exempt them) count against
  * the program, whose threads each reserve an 8 MiB stack and a 64 MiB malloc
  * arena.  Start only when the regions take at most a quarter of what the
  * limit leaves, so the program keeps room to grow; otherwise run untraced.
  */
-#define SHIM_ADDRESS_SPACE ((uint64_t)150 << 20)
+#define SHIM_ADDRESS_SPACE ((uint64_t)280 << 20)
 
 static int address_space_allows(void)
 {

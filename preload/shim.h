@@ -83,6 +83,21 @@ void region_release_all(void);
 /* Total bytes handed out by all regions: the shim's own footprint. */
 uint64_t region_total_used(void);
 
+/* ---- tpool.c: per-thread blocks outside static TLS ---- */
+struct ht_tpool {
+	struct ht_region region;
+	size_t block;
+	atomic_flag lock;
+	void *free;
+};
+int tpool_init(struct ht_tpool *p, size_t block, size_t reserve);
+/* A zeroed block for this thread, or NULL (exiting, or the pool is spent). */
+void *tpool_get(struct ht_tpool *p);
+void tpool_put(struct ht_tpool *p, void *block);	/* NULL: nothing */
+void tpool_after_fork(struct ht_tpool *p);
+/* Set once the thread has given its blocks back (thread_exiting()). */
+extern __thread int ht_thread_gone __attribute__((tls_model("initial-exec")));
+
 /* ---- real.c: the allocator under us, and the bootstrap pool ---- */
 struct ht_real {
 	void *(*malloc)(size_t);
@@ -197,6 +212,8 @@ void stacks_capture(struct ht_capture *c);
 uint32_t stacks_intern(const struct ht_capture *c, int *is_new);
 /* A module was unloaded: addresses may now mean other code. */
 void stacks_new_epoch(void);
+/* The thread exits: its caches go back to their pools (tpool.c). */
+void stacks_thread_exit(void);
 /* The shim's own text, for skipping frames. */
 void stacks_set_self_range(uintptr_t lo, uintptr_t hi);
 

@@ -64,7 +64,7 @@ static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
  * miss away.  Entries are checked against the interned copy, so a hit is
  * exact; the epoch invalidates them after an unload or a fork.
  */
-#define CACHE_SLOTS 256		/* 8 KiB a thread; 64 thrashed on 36 stacks */
+#define CACHE_SLOTS 256		/* 8 KiB a thread (tpool.c); 64 thrashed on 36 stacks */
 struct cache_entry {
 	uint64_t hash;		/* hash_lanes() */
 	const uintptr_t *ips;	/* the stack's addresses in ips[]: no look at infos[] */
@@ -72,7 +72,12 @@ struct cache_entry {
 	uint32_t epoch;
 	uint32_t depth;
 };
-static __thread struct cache_entry cache[CACHE_SLOTS] __attribute__((tls_model("initial-exec")));
+struct thread_cache {
+	struct cache_entry e[CACHE_SLOTS];
+};
+static __thread struct thread_cache *my_cache __attribute__((tls_model("initial-exec")));
+static struct ht_tpool cache_pool;
+#define CACHE_RESERVE ((size_t)64 << 20)	/* 8K threads' caches at once */
 
 int stacks_init(void)
 {
@@ -83,6 +88,8 @@ int stacks_init(void)
 		ret = region_reserve(&info_region, (size_t)MAX_IDS * sizeof(struct stack_info));
 	if (!ret)
 		ret = region_reserve(&ip_region, IP_SPACE);
+	if (!ret)
+		ret = tpool_init(&cache_pool, sizeof(struct thread_cache), CACHE_RESERVE);
 	if (ret)
 		return ret;
 	table = region_alloc(&table_region, TABLE_SLOTS * sizeof(uint64_t));
@@ -111,6 +118,15 @@ void stacks_reset(void)
 	for (unsigned k = 0; k < LEVELS; k++)
 		atomic_store(&level_used[k], 0);
 	atomic_fetch_add(&epoch, 1);	/* ids restart: per-thread caches are stale */
+	tpool_after_fork(&cache_pool);
+	unwind_after_fork();
+}
+
+void stacks_thread_exit(void)
+{
+	tpool_put(&cache_pool, my_cache);
+	my_cache = NULL;
+	unwind_thread_exit();
 }
 
 void stacks_set_self_range(uintptr_t lo, uintptr_t hi)
@@ -378,7 +394,8 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 {
 	uint32_t ep, tag, idx, mask, new_id = 0, found;
 	uint64_t key, h, off, want;
-	struct cache_entry *ce;
+	struct thread_cache *tc = my_cache;
+	struct cache_entry *ce, spare;
 	_Atomic uint64_t *t;
 	unsigned k;
 	int checked = 0;
@@ -386,10 +403,18 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 	*is_new = 0;
 	if (!c->depth || !table)
 		return HTR_STACK_NONE;
+	if (HT_UNLIKELY(!tc))
+		tc = my_cache = tpool_get(&cache_pool);
 again:
 	ep = atomic_load_explicit(&epoch, memory_order_relaxed);
 	key = hash_lanes(c->ips, c->depth, ep);
-	ce = &cache[(key ^ (key >> 29)) & (CACHE_SLOTS - 1)];
+	if (HT_LIKELY(tc != NULL)) {
+		ce = &tc->e[(key ^ (key >> 29)) & (CACHE_SLOTS - 1)];
+	} else {
+		/* no cache of its own (exiting): an entry that is never hit */
+		memset(&spare, 0, sizeof(spare));
+		ce = &spare;
+	}
 	/* an empty entry has depth 0, a capture here never */
 	if (ce->hash == key && ce->epoch == ep && ce->depth == c->depth &&
 	    same_ips(ce->ips, c->ips, c->depth))

@@ -80,6 +80,7 @@ static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
 static int fenced;		/* the writer fences for the threads (membarrier) */
 
 __thread int ht_in_shim __attribute__((tls_model("initial-exec")));
+__thread int ht_thread_gone __attribute__((tls_model("initial-exec")));
 __thread struct ht_thread *ht_self __attribute__((tls_model("initial-exec")));
 
 /*
@@ -209,30 +210,49 @@ struct ht_buf *threads_take_full(void)
 	return b;
 }
 
-static void acquire(struct ht_thread *t)
+/* acquire() found the buffer held by the writer: wait for it, not BUSY. */
+static __attribute__((noinline)) void acquire_wait(struct ht_thread *t)
 {
 	int expected;
 	unsigned spins = 0;
 
-	if (HT_LIKELY(fenced)) {
+	if (fenced) {
 		for (;;) {
-			atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
-			/* the writer's membarrier() is the fence; the compiler must not move the load */
-			atomic_signal_fence(memory_order_seq_cst);
-			if (HT_LIKELY(!atomic_load_explicit(&t->held, memory_order_acquire)))
-				return;
 			atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
 			ht_backoff(&spins);
+			atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst);
+			if (!atomic_load_explicit(&t->held, memory_order_acquire))
+				return;
 		}
 	}
 	for (;;) {
+		ht_backoff(&spins);
 		expected = ST_IDLE;
 		if (atomic_compare_exchange_weak_explicit(&t->state, &expected, ST_BUSY,
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return;
-		ht_backoff(&spins);
 	}
+}
+
+/* Marks the buffer BUSY, once the writer does not hold it (see the top). */
+static inline void acquire(struct ht_thread *t)
+{
+	int expected = ST_IDLE;
+
+	if (HT_LIKELY(fenced)) {
+		atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
+		/* the writer's membarrier() is the fence; the compiler must not move the load */
+		atomic_signal_fence(memory_order_seq_cst);
+		if (HT_LIKELY(!atomic_load_explicit(&t->held, memory_order_acquire)))
+			return;
+	} else if (atomic_compare_exchange_weak_explicit(&t->state, &expected, ST_BUSY,
+							 memory_order_acquire,
+							 memory_order_relaxed)) {
+		return;
+	}
+	acquire_wait(t);
 }
 
 static void release(struct ht_thread *t)
@@ -577,6 +597,9 @@ void thread_exiting(void)
 	hand_off(t);
 	atomic_store(&t->claim, TH_EXITING);
 	release(t);
+	/* later destructors may still allocate: they do without the caches */
+	ht_thread_gone = 1;
+	stacks_thread_exit();
 	ht_in_shim = 0;
 	errno = saved;
 }

@@ -70,7 +70,7 @@ static int unwind_ok;
 
 /*
  * Each thread keeps the rules it uses in a small direct-mapped cache of its
- * own (8 KiB): the global table is megabytes of address space, and there a
+ * own (8 KiB, from a pool: not static TLS, see tpool.c): the global table is megabytes of address space, and there a
  * stack of 15 frames touched 15 pages (TLB misses) on every walk.  The index
  * is a cheap fold of the address (a multiply would lengthen the chain of
  * dependent loads a walk is).  Keys and rules are two arrays of 8-byte
@@ -99,8 +99,9 @@ struct tcache {
 	uint64_t rule[TCACHE_SLOTS];	/* T_* */
 	uint32_t gen;			/* of forget_gen, when last emptied */
 };
-static __thread struct tcache tcache
-	__attribute__((tls_model("initial-exec"), aligned(64)));
+static __thread struct tcache *my_tcache __attribute__((tls_model("initial-exec")));
+static struct ht_tpool tcache_pool;
+#define TCACHE_RESERVE ((size_t)64 << 20)	/* 8K threads' caches at once */
 static _Atomic uint32_t forget_gen = 1;
 
 static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
@@ -111,8 +112,20 @@ int unwind_init(void)
 	if (region_reserve(&cache_region, CACHE_SLOTS * sizeof(struct entry)))
 		return -1;
 	cache = region_alloc(&cache_region, CACHE_SLOTS * sizeof(struct entry));
-	unwind_ok = cache != NULL;
+	unwind_ok = cache != NULL &&
+		    tpool_init(&tcache_pool, sizeof(struct tcache), TCACHE_RESERVE) == 0;
 	return unwind_ok ? 0 : -1;
+}
+
+void unwind_thread_exit(void)
+{
+	tpool_put(&tcache_pool, my_tcache);
+	my_tcache = NULL;
+}
+
+void unwind_after_fork(void)
+{
+	tpool_after_fork(&tcache_pool);
 }
 
 /*
@@ -800,12 +813,17 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 	uintptr_t *fp = __builtin_frame_address(0);
 	uintptr_t lo, hi, sp, bp, ip;
 	uint32_t gen = atomic_load_explicit(&forget_gen, memory_order_acquire);
-	struct tcache *tc = &tcache;
+	struct tcache *tc = my_tcache;
 	uintptr_t span = self_hi - self_lo;
 	unsigned n = 0;
 
 	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
 		return -1;
+	if (HT_UNLIKELY(!tc)) {
+		tc = my_tcache = tpool_get(&tcache_pool);
+		if (!tc)
+			return -1;	/* exiting, or the pool is spent: libunwind */
+	}
 	if ((uintptr_t)fp < lo || (uintptr_t)fp + 16 > hi)
 		return -1;	/* another stack (sigaltstack, a coroutine) */
 	/* one register for the whole walk, not the TLS address re-derived */
@@ -880,6 +898,14 @@ int unwind_init(void)
 }
 
 void unwind_forget(void)
+{
+}
+
+void unwind_thread_exit(void)
+{
+}
+
+void unwind_after_fork(void)
 {
 }
 

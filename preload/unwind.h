@@ -7,6 +7,10 @@
 int unwind_init(void);
 /* A module was unloaded: forget every cached rule. */
 void unwind_forget(void);
+/* The thread exits: its cache goes back to the pool (tpool.c). */
+void unwind_thread_exit(void);
+/* A forked child: the pool's lock and list start afresh. */
+void unwind_after_fork(void);
 /*
  * The caller's return addresses, innermost first, at most max, every frame
  * in [self_lo, self_hi) (the shim's text) left out; -1 when some frame

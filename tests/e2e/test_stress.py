@@ -21,6 +21,8 @@ checked against what the target itself counted and printed:
   rel_signals exit-locked  the same with the arena lock certainly held: the
                       dump must still end with an END record
   rel_thread_exit     TLS destructors that allocate and free in 288 exiting threads
+  rel_smallstack      threads on PTHREAD_STACK_MIN stacks: created as without the
+                      shim (its per-thread caches are not in static TLS)
   rel_deep            100,000 frames deep, default depth cap: truth compared,
                       stacks cut to 64 (and 256 with HEAPTRAIL_DEPTH=256)
   rel_callsites       16,384 call sites (more return addresses than the first
@@ -230,6 +232,17 @@ def case_thread_exit():
              rel.site_sum(doc, "dtor_again", "leaked_bytes"), 0)
 
 
+def case_small_stacks():
+    exe = target("rel_smallstack")
+    plain, _, docs = pair("small stacks", [exe], end_how="exit")
+    facts = rel.output_facts(plain.stdout)
+    T.eq("small stacks: every thread ran (4 rounds of 3)", facts.get("small_leak"), 12)
+    if docs:
+        T.eq("small stacks: each thread's leak, at its site",
+             rel.site_sum(list(docs.values())[0], "small_leak", "leaked_blocks"),
+             facts.get("small_leak"))
+
+
 # --- deep recursion ---------------------------------------------------------------
 
 def case_deep():
@@ -321,7 +334,8 @@ def case_callsites():
 def main():
     cases = [("churn", case_churn), ("fork", case_fork), ("dlopen", case_dlopen),
              ("signals", case_signals), ("exit-locked", case_exit_locked),
-             ("thread exit", case_thread_exit), ("deep", case_deep), ("stacks", case_stacks),
+             ("thread exit", case_thread_exit), ("small stacks", case_small_stacks),
+             ("deep", case_deep), ("stacks", case_stacks),
              ("call sites", case_callsites)]
     try:
         rel.run_cases(T, cases, "STRESS_ONLY")
