@@ -86,8 +86,15 @@ static int64_t draw(void)
 {
 	/* uniform in (0, 1] (53 bits, so never a subnormal), then -mean * ln(u) */
 	double u = ((double)(next_random() >> 11) + 1.0) / 9007199254740992.0;
-	double d = neg_ln(u) * (double)ht_cfg.sample_bytes;
+	double d;
 
+	/*
+	 * A mean of one byte asks for every block: drawn, a 16-byte block
+	 * would still be passed over once in e^16 (9 M) allocations.
+	 */
+	if (ht_cfg.sample_bytes <= 1)
+		return 1;
+	d = neg_ln(u) * (double)ht_cfg.sample_bytes;
 	return d < 1.0 ? 1 : (int64_t)d;
 }
 

@@ -122,14 +122,20 @@ static const char *object_of(void *fn)
  * in the program's mallinfo2().
  */
 #define CHUNK_CHECKS 256
+#if defined(__x86_64__)
+#define HT_X86_64 1
+#else
+#define HT_X86_64 0
+#endif
 
 void real_check_chunks(void)
 {
 	const char *obj = object_of((void *)ht_real.malloc);
 
 	atomic_store(&verify_left, CHUNK_CHECKS);
+	/* x86-64 only: elsewhere a tagged pointer (aarch64 MTE) may not read below the block */
 	atomic_store(&ht_glibc_chunks,
-		     ht_real.malloc_usable_size && !strncmp(obj, "libc.so.", 8) &&
+		     HT_X86_64 && ht_real.malloc_usable_size && !strncmp(obj, "libc.so.", 8) &&
 		     !strcmp(obj, object_of((void *)ht_real.malloc_usable_size)) ?
 		     HT_CHUNKS_CHECKING : HT_CHUNKS_CALL);
 }
@@ -142,10 +148,13 @@ size_t real_usable(void *ptr, size_t size)
 		return size;
 	u = ht_real.malloc_usable_size(ptr);
 	if (atomic_load_explicit(&ht_glibc_chunks, memory_order_relaxed) == HT_CHUNKS_CHECKING) {
+		int checking = HT_CHUNKS_CHECKING;
+
+		/* a mismatch on any thread wins: only CHECKING may become READ */
 		if (real_chunk_usable(ptr) != u)
 			atomic_store(&ht_glibc_chunks, HT_CHUNKS_CALL);
 		else if (atomic_fetch_sub(&verify_left, 1) == 1)
-			atomic_store(&ht_glibc_chunks, HT_CHUNKS_READ);
+			atomic_compare_exchange_strong(&ht_glibc_chunks, &checking, HT_CHUNKS_READ);
 	}
 	return u;
 }

@@ -217,6 +217,11 @@ void stacks_thread_exit(void);
 /* The shim's own text, for skipping frames. */
 void stacks_set_self_range(uintptr_t lo, uintptr_t hi);
 
+/* ---- fence.c: the writer's fence for every thread (thread.c) ---- */
+int fence_init(void);		/* 1 when a fence is at hand */
+int fence_after_fork(void);	/* the child: 1 when it still is */
+int fence_all_threads(void);	/* 0, or -1: no fence was made */
+
 /* ---- thread.c: per-thread buffers, hand-off and the writer's steal ---- */
 /* One round of waiting for another thread: spin, yield, then sleep (never a cancellation point). */
 void ht_backoff(unsigned *spins);

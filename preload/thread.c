@@ -1,10 +1,8 @@
 /* thread.c - per-thread event buffers, their hand-off to the writer, and the steal */
 #include <errno.h>
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -31,19 +29,22 @@
  *
  * Two ways to keep the two parties apart:
  *
- * - Fenced by the writer (where membarrier() works, the usual case).  The
- *   thread marks itself BUSY with a plain store and then reads its "held"
- *   word, which only the writer writes; the writer sets "held" on every
- *   thread, makes each running thread execute a full fence
- *   (MEMBARRIER_CMD_PRIVATE_EXPEDITED), then reads their states.  Either
- *   the thread's read of "held" came after that fence and saw it set (it
- *   steps back and waits), or its BUSY is visible to the writer, which
- *   waits for the event to end.  The producer pays no atomic
- *   read-modify-write, whose locked cycle and store-buffer drain were ~2%
- *   of a malloc-heavy traced run; the writer pays one system call a round.
- * - Otherwise (seccomp, old kernels, HEAPTRAIL__NO_MEMBARRIER=1), one
- *   compare-and-swap on the state word: IDLE -> BUSY by the thread,
- *   IDLE -> HELD by the writer.
+ * - Fenced by the writer (the usual case).  The thread marks itself BUSY
+ *   with a plain store and then reads its "held" word, which only the
+ *   writer writes; the writer sets "held" on every thread, makes each
+ *   running thread execute a full fence (fence.c: membarrier(), or a TLB
+ *   shootdown), then reads their states.  Either the thread's read of
+ *   "held" came after that fence and saw it set (it steps back and
+ *   waits), or its BUSY is visible to the writer, which waits for the
+ *   event to end.  The producer pays no atomic read-modify-write, whose
+ *   locked cycle and store-buffer drain were ~2% of a malloc-heavy traced
+ *   run; the writer pays a system call or two a round.
+ * - Otherwise (no fence works, HEAPTRAIL__FENCE=none), one compare-and-swap
+ *   on the state word: IDLE -> BUSY by the thread, IDLE -> HELD by the
+ *   writer.  If the fence stops working during the run, the writer turns
+ *   the threads to this (fenced = 0) and pauses a millisecond before it
+ *   takes anything: a thread still in an event it began the old way
+ *   finishes it in nanoseconds, and its BUSY is long visible by then.
  */
 
 enum { ST_IDLE = 0, ST_BUSY = 1, ST_HELD = 2 };
@@ -77,7 +78,7 @@ static unsigned nqueued;	/* buffers in the full queue */
 #define WAKE_AFTER 4		/* full buffers that wake the writer */
 static unsigned nbuffers;
 static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
-static int fenced;		/* the writer fences for the threads (membarrier) */
+static _Atomic int fenced;	/* the writer fences for the threads (fence.c) */
 
 __thread int ht_in_shim __attribute__((tls_model("initial-exec")));
 __thread int ht_thread_gone __attribute__((tls_model("initial-exec")));
@@ -121,8 +122,7 @@ int threads_init(void)
 	if (ret)
 		return ret;
 	exit_key_ok = pthread_key_create(&exit_key, key_destructor) == 0;
-	fenced = !getenv("HEAPTRAIL__NO_MEMBARRIER") &&
-		 syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	atomic_store(&fenced, fence_init());
 	return 0;
 }
 
@@ -145,9 +145,9 @@ void threads_reset_after_fork(void)
 		if (t != self)
 			atomic_store(&t->claim, TH_FREE);
 	}
-	/* a new process: register it (it is the only thread so far) */
-	if (fenced)
-		fenced = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+	/* the only thread so far: no event of another to mind */
+	if (atomic_load(&fenced))
+		atomic_store(&fenced, fence_after_fork());
 	if (self) {
 		self->tid = (uint32_t)syscall(SYS_gettid);
 		self->last_time = 0;
@@ -216,7 +216,7 @@ static __attribute__((noinline)) void acquire_wait(struct ht_thread *t)
 	int expected;
 	unsigned spins = 0;
 
-	if (fenced) {
+	if (atomic_load_explicit(&fenced, memory_order_relaxed)) {
 		for (;;) {
 			atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
 			ht_backoff(&spins);
@@ -241,7 +241,7 @@ static inline void acquire(struct ht_thread *t)
 {
 	int expected = ST_IDLE;
 
-	if (HT_LIKELY(fenced)) {
+	if (HT_LIKELY(atomic_load_explicit(&fenced, memory_order_relaxed))) {
 		atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
 		/* the writer's membarrier() is the fence; the compiler must not move the load */
 		atomic_signal_fence(memory_order_seq_cst);
@@ -482,21 +482,47 @@ static int wait_not_busy(struct ht_thread *t, uint64_t deadline_ns)
 	return 0;
 }
 
-/* threads_steal_all(), fenced by the writer: see the top of the file. */
+/*
+ * threads_steal_all(), fenced by the writer: see the top of the file.  The
+ * threads not BUSY are taken and let go at once; only then does the writer
+ * wait for those that were, one at a time, so that one long event (a
+ * realloc copying, a thread stopped in a signal handler) holds up no other
+ * thread.
+ */
+/* 0 when every thread was taken, -1 when some was not, 1 when there is no fence. */
 static int steal_all_fenced(uint64_t deadline_ns)
 {
 	struct ht_thread *t;
-	int complete = 1, fence;
+	int complete = 1, busy = 0;
 
 	for (t = atomic_load(&registry); t; t = t->next_all)
 		if (atomic_load(&t->claim) != TH_FREE)
 			atomic_store_explicit(&t->held, 1, memory_order_relaxed);
-	fence = (int)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	if (fence_all_threads() != 0) {
+		struct timespec pause = { 0, 1000000 };
+
+		/* a BUSY may not be visible: take nothing yet, and fall back */
+		atomic_store(&fenced, 0);
+		for (t = atomic_load(&registry); t; t = t->next_all)
+			atomic_store_explicit(&t->held, 0, memory_order_release);
+		syscall(SYS_nanosleep, &pause, NULL);
+		return 1;
+	}
 	for (t = atomic_load(&registry); t; t = t->next_all) {
 		if (!atomic_load_explicit(&t->held, memory_order_relaxed))
 			continue;
-		/* without the fence a BUSY may not be visible yet: take nothing */
-		if (fence != 0 || wait_not_busy(t, deadline_ns) != 0)
+		if (atomic_load_explicit(&t->state, memory_order_acquire) == ST_BUSY) {
+			busy = 1;
+			continue;
+		}
+		if (t->buf && t->buf->len)
+			hand_off(t);
+		atomic_store_explicit(&t->held, 0, memory_order_release);
+	}
+	for (t = atomic_load(&registry); busy && t; t = t->next_all) {
+		if (!atomic_load_explicit(&t->held, memory_order_relaxed))
+			continue;
+		if (wait_not_busy(t, deadline_ns) != 0)
 			complete = 0;	/* stuck BUSY (a stopped thread?): next round */
 		else if (t->buf && t->buf->len)
 			hand_off(t);
@@ -510,8 +536,13 @@ int threads_steal_all(uint64_t deadline_ns)
 	struct ht_thread *t;
 	int complete = 1;
 
-	if (fenced)
-		return steal_all_fenced(deadline_ns);
+	if (atomic_load(&fenced)) {
+		int r = steal_all_fenced(deadline_ns);
+
+		if (r <= 0)
+			return r;
+		/* no fence any more: compare-and-swap from now on, this round too */
+	}
 
 	for (t = atomic_load(&registry); t; t = t->next_all) {
 		unsigned spins = 0;
@@ -556,7 +587,7 @@ void threads_reap(void)
 		if (syscall(SYS_tgkill, pid, t->tid, 0) == 0 || errno != ESRCH)
 			continue;
 		/* gone: only an event cut short (BUSY for ever) keeps it */
-		if (fenced) {
+		if (atomic_load(&fenced)) {
 			if (atomic_load(&t->state) != ST_IDLE)
 				continue;
 		} else if (!atomic_compare_exchange_strong(&t->state, &expected, ST_HELD)) {

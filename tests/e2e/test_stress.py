@@ -9,7 +9,7 @@ checked against what the target itself counted and printed:
 
   rel_churn 64 5000   64 threads: allocations and bytes per site exact, the
                       leak per thread; also with HEAPTRAIL_UNWIND=fp, and with
-                      HEAPTRAIL__NO_MEMBARRIER=1 (the compare-and-swap protocol)
+                      HEAPTRAIL__FENCE=page and =none (the writer's other ways)
   rel_forkmt          24 forks (some exec) and 4 posix_spawns while 6 threads
                       allocate: every child exits with its status and leaves a
                       clean dump of its own holding its one leak
@@ -21,6 +21,12 @@ checked against what the target itself counted and printed:
   rel_signals exit-locked  the same with the arena lock certainly held: the
                       dump must still end with an END record
   rel_thread_exit     TLS destructors that allocate and free in 288 exiting threads
+  rel_sandbox         a seccomp filter installed mid-run forbids membarrier(),
+                      then mprotect(PROT_NONE) too: no event lost
+  rel_memo            one allocating frame reached from callers that differ only
+                      further up the stack, at the same stack address: every
+                      allocation under its own caller (the walker's memory of
+                      walks); also checked against libunwind
   rel_smallstack      threads on PTHREAD_STACK_MIN stacks: created as without the
                       shim (its per-thread caches are not in static TLS)
   rel_deep            100,000 frames deep, default depth cap: truth compared,
@@ -111,10 +117,12 @@ def check_churn(label, plain, doc):
 
 def case_churn():
     exe = target("rel_churn")
-    # The third: the threads and the writer kept apart by compare-and-swap,
-    # as where membarrier() is not allowed (thread.c).
+    # The last two: the writer fences the threads by revoking a page, as
+    # where membarrier() is not allowed, or they are kept apart by
+    # compare-and-swap, as where neither is (thread.c, fence.c).
     for label, env in (("64 threads", None), ("64 threads, fp unwinder", {"HEAPTRAIL_UNWIND": "fp"}),
-                       ("64 threads, no membarrier", {"HEAPTRAIL__NO_MEMBARRIER": "1"})):
+                       ("64 threads, page fence", {"HEAPTRAIL__FENCE": "page"}),
+                       ("64 threads, no fence", {"HEAPTRAIL__FENCE": "none"})):
         plain, _, docs = pair(label, [exe, "64", "5000"], env=env, end_how="exit")
         if docs:
             check_churn(label, plain, list(docs.values())[0])
@@ -126,8 +134,8 @@ def case_fork():
     exe = target("rel_forkmt")
     for run in (1, 2):
         label = "fork run %d" % run
-        # the second without membarrier(): each child registers anew in the first
-        env = {"HEAPTRAIL__NO_MEMBARRIER": "1"} if run == 2 else None
+        # the second fenced by a page: each child registers for membarrier() in the first
+        env = {"HEAPTRAIL__FENCE": "page"} if run == 2 else None
         plain, traced, docs = pair(label, [exe], env=env, end_how="exit")
         out = check.text(plain.stdout)
         T.check(label + ": every child exited with its status",
@@ -232,6 +240,45 @@ def case_thread_exit():
              rel.site_sum(doc, "dtor_again", "leaked_bytes"), 0)
 
 
+def case_sandbox():
+    exe = target("rel_sandbox")
+    for mode in ("membarrier", "both"):
+        label = "sandbox, %s forbidden" % mode
+        plain, _, docs = pair(label, [exe, mode], end_how="exit")
+        facts = rel.output_facts(plain.stdout)
+        if docs:
+            doc = list(docs.values())[0]
+            T.eq(label + ": every leak, at its site",
+                 rel.site_sum(doc, "sandbox_leak", "leaked_blocks"), facts.get("sandbox_leak"))
+            T.eq(label + ": every allocation at churn",
+                 rel.site_sum(doc, "churn", "allocations"), facts.get("churn"))
+
+
+def case_memo():
+    exe = target("rel_memo")
+    for label, env in (("remembered walks", None),
+                       ("remembered walks, checked", {"HEAPTRAIL_UNWIND_CHECK": "1"})):
+        plain, _, docs = pair(label, [exe], env=env, end_how="exit")
+        facts = rel.output_facts(plain.stdout)
+        if not docs:
+            continue
+        sites = list(docs.values())[0]["sites"]
+
+        def frames(s, fn):
+            return sum(1 for f in s.get("stack", [])
+                       if check.function_matches(f.get("function"), fn))
+
+        for name in ("mid_a", "mid_b", "outer_a", "outer_b", "fp_mid"):
+            T.eq("%s: allocations through %s" % (label, name),
+                 sum(s["allocations"] for s in sites if frames(s, name)),
+                 facts.get("calls_" + name))
+        for d in range(1, 5):
+            T.eq("%s: allocations %d deep in the recursion" % (label, d),
+                 sum(s["allocations"] for s in sites if frames(s, "recurse") and
+                     frames(s, "depth") == d),
+                 facts.get("calls_depth%d" % d))
+
+
 def case_small_stacks():
     exe = target("rel_smallstack")
     plain, _, docs = pair("small stacks", [exe], end_how="exit")
@@ -334,7 +381,8 @@ def case_callsites():
 def main():
     cases = [("churn", case_churn), ("fork", case_fork), ("dlopen", case_dlopen),
              ("signals", case_signals), ("exit-locked", case_exit_locked),
-             ("thread exit", case_thread_exit), ("small stacks", case_small_stacks),
+             ("thread exit", case_thread_exit), ("small stacks", case_small_stacks), ("memo", case_memo),
+             ("sandbox", case_sandbox),
              ("deep", case_deep), ("stacks", case_stacks),
              ("call sites", case_callsites)]
     try:
