@@ -200,6 +200,8 @@ extern __thread struct ht_thread *ht_self;
 struct ht_capture {
 	uintptr_t ips[HTR_MAX_DEPTH];
 	unsigned depth;
+	int memo;		/* the walk is remembered (unwind.c): intern may tag it */
+	uint64_t memo_tag;	/* what intern said of it last: epoch << 32 | id, or 0 */
 };
 int stacks_init(void);
 void stacks_reset(void);	/* forked child: forget every stack */

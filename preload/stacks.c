@@ -274,16 +274,19 @@ void stacks_capture(struct ht_capture *c)
 	unsigned keep = ht_cfg.depth, want = keep + 16, n, i, d;
 	uintptr_t lo = self_lo, span = self_hi - self_lo;
 
+	c->memo = 0;
+	c->memo_tag = 0;
 	if (want > sizeof(raw) / sizeof(raw[0]))
 		want = sizeof(raw) / sizeof(raw[0]);
 	if (ht_cfg.unwind == HTR_UNWIND_FP) {
 		n = fp_backtrace(raw, want);
 	} else {
 		/* cached .eh_frame rules (unwind.c), our frames left out as it goes */
-		int got = unwind_backtrace(c->ips, keep, self_lo, self_hi);
+		int got = unwind_backtrace(c->ips, keep, self_lo, self_hi, &c->memo_tag);
 
 		if (HT_LIKELY(got >= 0)) {
 			c->depth = (unsigned)got;
+			c->memo = 1;
 			if (HT_UNLIKELY(check_mode))
 				check_unwind(c->ips, c->depth, want, keep);
 			return;
@@ -403,6 +406,10 @@ uint32_t stacks_intern(const struct ht_capture *c, int *is_new)
 	*is_new = 0;
 	if (!c->depth || !table)
 		return HTR_STACK_NONE;
+	/* the same walk as before, and interned in this epoch: its id */
+	if (c->memo_tag &&
+	    (uint32_t)(c->memo_tag >> 32) == atomic_load_explicit(&epoch, memory_order_relaxed))
+		return (uint32_t)c->memo_tag;
 	if (HT_UNLIKELY(!tc))
 		tc = my_cache = tpool_get(&cache_pool);
 again:
@@ -417,8 +424,11 @@ again:
 	}
 	/* an empty entry has depth 0, a capture here never */
 	if (ce->hash == key && ce->epoch == ep && ce->depth == c->depth &&
-	    same_ips(ce->ips, c->ips, c->depth))
+	    same_ips(ce->ips, c->ips, c->depth)) {
+		if (c->memo)
+			unwind_memo_tag((uint64_t)ep << 32 | ce->id);
 		return ce->id;
+	}
 	h = hash_finish(key);
 	tag = (uint32_t)(h >> 32) | 1;
 	k = atomic_load_explicit(&level, memory_order_acquire);
@@ -492,6 +502,8 @@ hit:
 	ce->epoch = ep;
 	ce->depth = c->depth;
 	ce->ips = ips + infos[found].ip_off;
+	if (c->memo)
+		unwind_memo_tag((uint64_t)ep << 32 | found);
 	return found;
 full:
 	atomic_fetch_add(&ht_lost[HTR_LOST_STACKS], 1);

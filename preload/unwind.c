@@ -94,14 +94,47 @@ enum { W_RSP, W_RSP_BP, W_RBP, W_END, W_FAIL };
 #define T_KIND(w) ((uint8_t)((w) >> 32))
 #define T_BPSAVED(w) ((uint8_t)((w) >> 40))
 #define T_BPOFF(w) ((int64_t)(int16_t)((w) >> 48))
+/*
+ * A walk remembered: where it started, and every stack word it read with
+ * the value it found.  The walk is a function of its start (ip, sp, and bp
+ * when a frame took its CFA from the bp it started with), the rules of the
+ * addresses it met (fixed until unwind_forget()) and the words it read.
+ * When all of those are the same again, so is the walk: checking the words
+ * is a row of independent loads, where the walk is a chain of dependent
+ * ones (the next frame's address, then its rule, then the next).  The
+ * walk's addresses are the values read with MEMO_OUT (and ip, with
+ * first_out).  A saved rbp that no later frame took its CFA from is not
+ * kept: in code without frame pointers rbp holds any value, different at
+ * every call, and the walk did not depend on it.
+ */
+#define MEMO_SET_BITS 5
+#define MEMO_SETS (1 << MEMO_SET_BITS)
+#define MEMO_WAYS 4		/* a call site reached by several paths of one depth */
+#define MEMO_READS 32
+#define MEMO_OUT 0x8000u	/* off: the value read is an address given out */
+#define MEMO_OFF_MAX 0x7fffu	/* words above sp: 256 KiB */
+struct memo {
+	uintptr_t ip, sp, bp;
+	uint32_t gen;		/* forget_gen when recorded; 0 = empty */
+	uint16_t nreads, n;	/* words read; addresses given out */
+	uint8_t uses_bp;	/* bp is part of the key */
+	uint8_t first_out;	/* ip itself is the first address given out */
+	uint16_t max;		/* the walk's max */
+	uint64_t tag;		/* the caller's (unwind_memo_tag()) */
+	uint16_t off[MEMO_READS];	/* word = sp + 8 * (off & MEMO_OFF_MAX) */
+	uintptr_t val[MEMO_READS];
+};
 struct tcache {
 	uint64_t key[TCACHE_SLOTS];	/* the return address, 0 = empty */
 	uint64_t rule[TCACHE_SLOTS];	/* T_* */
 	uint32_t gen;			/* of forget_gen, when last emptied */
+	struct memo *last;		/* the walk just made or found */
+	uint8_t victim[MEMO_SETS];	/* the way to replace next */
+	struct memo memo[MEMO_SETS][MEMO_WAYS];
 };
 static __thread struct tcache *my_tcache __attribute__((tls_model("initial-exec")));
 static struct ht_tpool tcache_pool;
-#define TCACHE_RESERVE ((size_t)64 << 20)	/* 8K threads' caches at once */
+#define TCACHE_RESERVE ((size_t)128 << 20)	/* 3K threads' caches at once */
 static _Atomic uint32_t forget_gen = 1;
 
 static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
@@ -801,6 +834,91 @@ static inline uint64_t rule_of(struct tcache *tc, uintptr_t ip)
 	return *rule;
 }
 
+/* The set a walk starting at (ip, sp) is remembered in. */
+static inline struct memo *memo_set(struct tcache *tc, uintptr_t ip, uintptr_t sp)
+{
+	uint64_t h = (ip ^ (sp << 7) ^ (sp >> 9)) * 0x9e3779b97f4a7c15ull;
+
+	return tc->memo[h >> (64 - MEMO_SET_BITS)];
+}
+
+/* A remembered walk from this start whose words are all as they were, or NULL. */
+static struct memo *memo_find(struct tcache *tc, uintptr_t ip, uintptr_t sp, uintptr_t bp,
+			      uint32_t gen, unsigned max)
+{
+	struct memo *m = memo_set(tc, ip, sp);
+	unsigned w, i;
+
+	for (w = 0; w < MEMO_WAYS; w++, m++) {
+		if (m->gen != gen || m->ip != ip || m->sp != sp || (m->uses_bp && m->bp != bp) ||
+		    m->max != max)
+			continue;
+		/* every word inside [sp, the stack's top): it was when recorded */
+		for (i = 0; i < m->nreads; i++)
+			if (*(const uintptr_t *)(sp + 8 * (uintptr_t)(m->off[i] & MEMO_OFF_MAX)) !=
+			    m->val[i])
+				break;
+		if (i == m->nreads)
+			return m;
+	}
+	return NULL;
+}
+
+/* The walk's addresses: ip, then the words read that were given out, first (memo_finish()). */
+static unsigned memo_out(const struct memo *m, uintptr_t *out)
+{
+	unsigned k = m->first_out;
+
+	out[0] = m->ip;
+	memcpy(out + k, m->val, (m->n - k) * sizeof(*out));
+	return m->n;
+}
+
+/* Notes a word the walk read; the recording stops (rec = NULL) when it cannot hold it. */
+static inline struct memo *memo_read(struct memo *rec, uintptr_t sp0, uintptr_t addr,
+				     uintptr_t val)
+{
+	uintptr_t off = (addr - sp0) / 8;
+
+	if (rec->nreads == MEMO_READS || off > MEMO_OFF_MAX)
+		return NULL;
+	rec->off[rec->nreads] = (uint16_t)off;
+	rec->val[rec->nreads++] = val;
+	return rec;
+}
+
+/*
+ * Drops the reads in unused (saved rbps that no frame took its CFA from),
+ * and puts the words given out first, in the walk's order: memo_out() is
+ * then one copy.  The order of the others does not matter (all are checked).
+ */
+static void memo_finish(struct memo *rec, uint64_t unused)
+{
+	uint16_t off[MEMO_READS];
+	uintptr_t val[MEMO_READS];
+	unsigned i, k = 0, pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < rec->nreads; i++) {
+			if (unused >> i & 1 || (unsigned)!(rec->off[i] & MEMO_OUT) != pass)
+				continue;
+			off[k] = rec->off[i];
+			val[k++] = rec->val[i];
+		}
+	}
+	memcpy(rec->off, off, k * sizeof(*off));
+	memcpy(rec->val, val, k * sizeof(*val));
+	rec->nreads = (uint16_t)k;
+}
+
+void unwind_memo_tag(uint64_t tag)
+{
+	struct tcache *tc = my_tcache;
+
+	if (tc && tc->last)
+		tc->last->tag = tag;
+}
+
 /*
  * The return addresses of the caller's stack from the program's first frame
  * out, at most max, our own frames [self_lo, self_hi) left out (those at the
@@ -808,14 +926,17 @@ static inline uint64_t rule_of(struct tcache *tc, uintptr_t ip)
  * beyond the cache's rules; ask libunwind.
  */
 __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
-					       uintptr_t self_lo, uintptr_t self_hi)
+					       uintptr_t self_lo, uintptr_t self_hi,
+					       uint64_t *tag)
 {
 	uintptr_t *fp = __builtin_frame_address(0);
-	uintptr_t lo, hi, sp, bp, ip;
+	uintptr_t lo, hi, sp, bp, ip, sp0;
 	uint32_t gen = atomic_load_explicit(&forget_gen, memory_order_acquire);
 	struct tcache *tc = my_tcache;
+	struct memo *rec = NULL;
 	uintptr_t span = self_hi - self_lo;
-	unsigned n = 0;
+	unsigned n = 0, bp_read = 0, bp_at = 0;
+	uint64_t bp_reads = 0, bp_used = 0;	/* by read: a saved rbp; one a frame used */
 
 	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
 		return -1;
@@ -847,12 +968,45 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 	ip = fp[1];
 	sp = (uintptr_t)(fp + 2);	/* aligned: fp is, and so is every step */
 	bp = fp[0];
+	sp0 = sp;
+	if (tag) {
+		struct memo *m = memo_find(tc, ip, sp, bp, gen, max);
+		struct memo *set = memo_set(tc, ip, sp);
+		uint8_t *victim = &tc->victim[(set - tc->memo[0]) / MEMO_WAYS];
+
+		*tag = 0;
+		tc->last = m;
+		if (m) {
+			*tag = m->tag;
+			return (int)memo_out(m, out);
+		}
+		/* the ways in turn; a half-made record has gen 0 */
+		rec = set + *victim % MEMO_WAYS;
+		*victim = (uint8_t)(*victim + 1);
+		rec->gen = 0;
+		rec->ip = ip;
+		rec->sp = sp;
+		rec->bp = bp;
+		rec->max = (uint16_t)max;
+		rec->nreads = 0;
+		rec->uses_bp = 0;
+		rec->first_out = 0;
+		rec->tag = 0;
+		if (max > 0xffff)
+			rec = NULL;
+	}
 	while (n < max) {
 		uint64_t w;
 		uintptr_t cfa, ra;
 
 		if (HT_LIKELY(ip - self_lo >= span)) {
 			out[n++] = ip;
+			if (rec) {
+				if (sp == sp0)
+					rec->first_out = 1;
+				else
+					rec->off[rec->nreads - 1] |= MEMO_OUT;	/* ip is the last word read */
+			}
 			if (HT_UNLIKELY(n == max))
 				break;	/* not a step further: it could only fail */
 		}
@@ -862,9 +1016,21 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 			cfa = sp + T_CFAOFF(w);
 			if (HT_UNLIKELY(cfa > hi))
 				return -1;
-			if (T_KIND(w) == W_RSP_BP)	/* in [sp, cfa - 16] */
-				bp = *(const uintptr_t *)(cfa + (uintptr_t)T_BPOFF(w));
+			if (T_KIND(w) == W_RSP_BP) {	/* in [sp, cfa - 16] */
+				uintptr_t slot = cfa + (uintptr_t)T_BPOFF(w);
+
+				bp = *(const uintptr_t *)slot;
+				bp_read = 1;
+				if (rec && (rec = memo_read(rec, sp0, slot, bp)) != NULL) {
+					bp_at = rec->nreads - 1u;
+					bp_reads |= 1ull << bp_at;
+				}
+			}
 		} else if (T_KIND(w) == W_RBP) {
+			if (rec && !bp_read)
+				rec->uses_bp = 1;	/* the start's bp decides this frame */
+			else if (rec)
+				bp_used |= 1ull << bp_at;	/* and that saved rbp */
 			cfa = bp + T_CFAOFF(w);
 			/* sp < cfa <= hi, in one comparison */
 			if (cfa - sp - 1 >= hi - sp || (cfa & 7))
@@ -875,17 +1041,30 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 				if (slot < sp)	/* slot + 8 <= cfa - 8: bp_off <= -16 */
 					return -1;
 				bp = *(const uintptr_t *)slot;
+				bp_read = 1;
+				if (rec && (rec = memo_read(rec, sp0, slot, bp)) != NULL) {
+					bp_at = rec->nreads - 1u;
+					bp_reads |= 1ull << bp_at;
+				}
 			}
 		} else if (T_KIND(w) == W_END) {
-			return (int)n;
+			break;
 		} else {
 			return -1;
 		}
 		ra = ((const uintptr_t *)cfa)[-1];
+		if (rec)
+			rec = memo_read(rec, sp0, cfa - 8, ra);
 		if (!ra)
-			return (int)n;
+			break;
 		sp = cfa;
 		ip = ra;
+	}
+	if (rec) {
+		memo_finish(rec, bp_reads & ~bp_used);
+		rec->n = (uint16_t)n;
+		rec->gen = gen;
+		tc->last = rec;
 	}
 	return (int)n;
 }
@@ -909,13 +1088,20 @@ void unwind_after_fork(void)
 {
 }
 
-int unwind_backtrace(uintptr_t *out, unsigned max, uintptr_t self_lo, uintptr_t self_hi)
+int unwind_backtrace(uintptr_t *out, unsigned max, uintptr_t self_lo, uintptr_t self_hi,
+		     uint64_t *tag)
 {
 	(void)out;
 	(void)max;
 	(void)self_lo;
 	(void)self_hi;
+	(void)tag;
 	return -1;
+}
+
+void unwind_memo_tag(uint64_t tag)
+{
+	(void)tag;
 }
 
 #endif

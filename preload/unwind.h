@@ -16,6 +16,13 @@ void unwind_after_fork(void);
  * in [self_lo, self_hi) (the shim's text) left out; -1 when some frame
  * needs libunwind.
  */
-int unwind_backtrace(uintptr_t *out, unsigned max, uintptr_t self_lo, uintptr_t self_hi);
+int unwind_backtrace(uintptr_t *out, unsigned max, uintptr_t self_lo, uintptr_t self_hi,
+		     uint64_t *tag);
+/*
+ * With tag, the walk is remembered, or found remembered: *tag is then what
+ * unwind_memo_tag() last said of it (0 at first).  unwind_memo_tag() says
+ * something of the walk this thread made or found last.
+ */
+void unwind_memo_tag(uint64_t tag);
 
 #endif
