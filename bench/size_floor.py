@@ -24,15 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import htrdump  # noqa: E402
 
 MS = 1000000
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return out
+varint = htrdump.put_u
 
 
 def zstd_len(blob, level):
