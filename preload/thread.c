@@ -216,15 +216,20 @@ static __attribute__((noinline)) void acquire_wait(struct ht_thread *t)
 	int expected;
 	unsigned spins = 0;
 
-	if (atomic_load_explicit(&fenced, memory_order_relaxed)) {
-		for (;;) {
-			atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
-			ht_backoff(&spins);
-			atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
-			atomic_signal_fence(memory_order_seq_cst);
-			if (!atomic_load_explicit(&t->held, memory_order_acquire))
-				return;
-		}
+	/*
+	 * acquire()'s fenced try left BUSY behind (only this thread ever
+	 * stores BUSY): take it back, whichever way the writer works now, or
+	 * a compare-and-swap from IDLE would never succeed.
+	 */
+	if (atomic_load_explicit(&t->state, memory_order_relaxed) == ST_BUSY)
+		atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
+	while (atomic_load_explicit(&fenced, memory_order_relaxed)) {
+		ht_backoff(&spins);
+		atomic_store_explicit(&t->state, ST_BUSY, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (!atomic_load_explicit(&t->held, memory_order_acquire))
+			return;
+		atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
 	}
 	for (;;) {
 		ht_backoff(&spins);
@@ -487,9 +492,9 @@ static int wait_not_busy(struct ht_thread *t, uint64_t deadline_ns)
  * threads not BUSY are taken and let go at once; only then does the writer
  * wait for those that were, one at a time, so that one long event (a
  * realloc copying, a thread stopped in a signal handler) holds up no other
- * thread.
+ * thread.  0 when every thread was taken, -1 when some was not, 1 when
+ * there is no fence any more.
  */
-/* 0 when every thread was taken, -1 when some was not, 1 when there is no fence. */
 static int steal_all_fenced(uint64_t deadline_ns)
 {
 	struct ht_thread *t;
