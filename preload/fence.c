@@ -66,9 +66,13 @@ int fence_init(void)
 	if (how && !strcmp(how, "none"))
 		return 0;	/* tests: the compare-and-swap protocol */
 	page_size = (size_t)sysconf(_SC_PAGESIZE);
+#if defined(__x86_64__) || defined(__i386__)
 	page = mmap(NULL, page_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED)
 		page = NULL;
+#else
+	page = NULL;	/* elsewhere the TLB may be flushed without interrupts */
+#endif
 	use_membarrier = !(how && !strcmp(how, "page")) && !seccomp_filtered() &&
 			 register_membarrier();
 	return use_membarrier || page != NULL;
