@@ -45,13 +45,8 @@ static int seccomp_filtered(void)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	s = strstr(buf, "\nSeccomp:");
-	if (!s)
-		return 0;
-	s += strlen("\nSeccomp:");
-	while (*s == ' ' || *s == '\t')
-		s++;
-	return *s == '2';
+	s = ht_status_field(buf, "Seccomp");
+	return s && *s == '2';
 }
 
 static int register_membarrier(void)

@@ -83,3 +83,21 @@ int ht_parse_u64(const char *s, uint64_t *out)
 	*out = v;
 	return 0;
 }
+
+const char *ht_status_field(const char *text, const char *key)
+{
+	size_t len = strlen(key);
+	const char *p = text;
+
+	/* at the start of a line only: never inside another key or a value */
+	while (p && strncmp(p, key, len) != 0) {
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (!p || p[len] != ':')
+		return NULL;
+	for (p += len + 1; *p == ' ' || *p == '\t'; p++)
+		;
+	return p;
+}

@@ -386,11 +386,9 @@ static int blocks_signal(int tid)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	p = strstr(buf, "SigBlk:");
+	p = ht_status_field(buf, "SigBlk");
 	if (!p)
 		return 0;
-	for (p += 7; *p == ' ' || *p == '\t'; p++)
-		;
 	for (; *p; p++) {
 		int d = *p >= '0' && *p <= '9' ? *p - '0' :
 			*p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;

@@ -66,6 +66,8 @@ void str_add_u64(struct ht_str *s, uint64_t v);
 /* "heaptrail: " + text + "\n" on stderr, unless HEAPTRAIL_QUIET. */
 void ht_msg(const char *text);
 int ht_parse_u64(const char *s, uint64_t *out);
+/* The value of "key:" in a /proc status text (NUL-terminated), blanks skipped; NULL if absent. */
+const char *ht_status_field(const char *text, const char *key);
 
 /* ---- region.c: mmap-backed memory, never malloc ---- */
 struct ht_region {
