@@ -22,7 +22,9 @@ checked against what the target itself counted and printed:
                       dump must still end with an END record
   rel_thread_exit     TLS destructors that allocate and free in 288 exiting threads
   rel_sandbox         a seccomp filter installed mid-run forbids membarrier(),
-                      then mprotect(PROT_NONE) too: no event lost
+                      then mprotect(PROT_NONE) too: no event lost; and started
+                      (rel_sandbox_exec, static) inside one that kills on
+                      membarrier(): not killed, no event lost
   rel_memo            one allocating frame reached from callers that differ only
                       further up the stack, at the same stack address: every
                       allocation under its own caller (the walker's memory of
@@ -246,12 +248,20 @@ def case_sandbox():
         label = "sandbox, %s forbidden" % mode
         plain, _, docs = pair(label, [exe, mode], end_how="exit")
         facts = rel.output_facts(plain.stdout)
-        if docs:
-            doc = list(docs.values())[0]
-            T.eq(label + ": every leak, at its site",
-                 rel.site_sum(doc, "sandbox_leak", "leaked_blocks"), facts.get("sandbox_leak"))
-            T.eq(label + ": every allocation at churn",
-                 rel.site_sum(doc, "churn", "allocations"), facts.get("churn"))
+        check_sandbox(label, facts, docs)
+    # started inside a sandbox that kills on membarrier(): the shim must see it
+    label = "sandbox at start, membarrier kills"
+    plain, _, docs = pair(label, [target("rel_sandbox_exec"), exe, "started"], end_how="exit")
+    check_sandbox(label, rel.output_facts(plain.stdout), docs)
+
+
+def check_sandbox(label, facts, docs):
+    if docs:
+        doc = list(docs.values())[0]
+        T.eq(label + ": every leak, at its site",
+             rel.site_sum(doc, "sandbox_leak", "leaked_blocks"), facts.get("sandbox_leak"))
+        T.eq(label + ": every allocation at churn",
+             rel.site_sum(doc, "churn", "allocations"), facts.get("churn"))
 
 
 def case_memo():
