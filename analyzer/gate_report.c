@@ -176,6 +176,10 @@ void gate_text_report(struct gate_run *run, FILE *out)
 				pr->p.exe ? pr->p.exe : "", pr->why_not);
 		if (pr->p.warning)
 			fprintf(out, "warning: %s: %s\n", pr->p.name, pr->p.warning);
+		else if (pr->judged && !pr->p.end_how)
+			fprintf(out, "warning: %s: its dump has no end record (killed by SIGKILL, or it "
+				"ended without the C library's exit(), as Go programs do): its last "
+				"events may be missing\n", pr->p.name);
 		if (pr->p.lost_events)
 			fprintf(out, "warning: %s: %s events were lost (%s)\n", pr->p.name,
 				cli_count(pr->p.lost_events), "leaks may be missing or spurious");

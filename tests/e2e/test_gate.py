@@ -111,6 +111,18 @@ def leak_run(mode, n=None, d=None):
 
 # --- a leaking program ------------------------------------------------------
 
+def test_raw_exit():
+    with T.case("raw exit_group"):
+        d = fresh("rawexit")
+        st, out, err = gate(["--max-leaked", "1GB"], [target("gate_leak"), "rawexit", "3"], cwd=d)
+        expect("a program that never ran exit(): judged, passes its limit", st, 0, out, err)
+        T.check("says its dump has no end record and may miss its last events",
+                "no end record" in out and "last events may be missing" in out, out)
+        st, out, err = gate(["--max-leaked", "1GB"], [target("gate_leak"), "blocks", "3"], cwd=d)
+        T.check("a program that exits normally gets no such warning", "no end record" not in out,
+                out)
+
+
 def test_leaking_program():
     with T.case("leaking program"):
         t, cmd = leak_run("blocks", 3)
@@ -774,6 +786,7 @@ def main():
         T.finish()
     try:
         test_leaking_program()
+        test_raw_exit()
         test_suppressions()
         test_clean_programs()
         test_process_tree()

@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "truth.h"
 
@@ -17,6 +19,9 @@
  *   gate_leak strdup     one strdup() at dup_leak, nothing else
  *   gate_leak fopen      a FILE opened at leak_file and never closed
  *   gate_leak none       nothing leaked (stdout is used all the same)
+ *   gate_leak rawexit N  N blocks at leak_block, then the exit_group system
+ *                        call straight away, as Go's runtime ends a program:
+ *                        the C library's exit (and the shim's) never runs
  */
 
 #define noinline __attribute__((noinline))
@@ -64,6 +69,12 @@ int main(int argc, char **argv)
 		dup_leak("a string the program forgot");
 	} else if (!strcmp(mode, "fopen")) {
 		leak_file();
+	} else if (!strcmp(mode, "rawexit")) {
+		for (i = 0; i < n; i++)
+			leak_block();
+		truth_write();
+		fflush(stdout);
+		syscall(SYS_exit_group, 0);
 	}
 	truth_write();
 	return 0;
