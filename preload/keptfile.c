@@ -20,7 +20,7 @@
  * program may have dup2()ed over it.
  */
 
-#define KEPT_MAX 4
+#define KEPT_MAX 6
 static struct ht_kept_file *kept[KEPT_MAX];
 
 static void remember(struct ht_kept_file *k)
@@ -114,6 +114,13 @@ ssize_t ht_read_file(const char *path, char *buf, size_t cap)
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
 	return n;
+}
+
+ssize_t kept_file_pread(struct ht_kept_file *k, char *buf, size_t n, off_t off)
+{
+	if (!ours(k) && kept_file_open(k, k->fd) < 0)
+		return -1;
+	return pread(k->fd, buf, n, off);
 }
 
 ssize_t kept_file_read(struct ht_kept_file *k, char *buf, size_t cap)

@@ -101,6 +101,7 @@ static void after_fork_child(void)
 		return;
 	ht_in_shim = 1;
 	threads_reset_after_fork();
+	stackbounds_open();	/* the child's own maps */
 	stacks_reset();
 	ptrset_reset(ptrset_get(HT_SET_SAMPLED));
 	if (ht_sampled_filter)
@@ -176,6 +177,7 @@ void ht_init(void)
 		goto off;
 	config_load();
 	real_check_chunks();
+	stackbounds_open();
 	if (!ht_cfg.follow && !only_the_first_image())
 		goto off;
 	clock_init();

@@ -367,6 +367,13 @@ int kept_file_open(struct ht_kept_file *k, int above);
  * read, <= 0 when none; for files read at start or in a forked child.
  */
 ssize_t ht_read_file(const char *path, char *buf, size_t cap);
+/* n bytes at off (a file read piece by piece), reopened if it is no longer ours; -1. */
+ssize_t kept_file_pread(struct ht_kept_file *k, char *buf, size_t n, off_t off);
+
+/* ---- stackbounds.c: the calling thread's stack, from /proc/self/maps ---- */
+void stackbounds_open(void);	/* at start, and in a forked child */
+/* [lo, hi) of this thread's stack (cached), or -1 when unknown. */
+int ht_thread_stack(uintptr_t *lo, uintptr_t *hi);
 /* Its contents from the start, NUL-terminated, reopened if it is no longer ours; -1. */
 ssize_t kept_file_read(struct ht_kept_file *k, char *buf, size_t cap);
 

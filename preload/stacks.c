@@ -56,7 +56,6 @@ static uintptr_t self_lo, self_hi;
 static int check_mode;		/* HEAPTRAIL_UNWIND_CHECK, see check_unwind() */
 static _Atomic unsigned check_diffs;
 
-static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 
 /*
  * A small per-thread cache in front of the table: a program allocates from
@@ -153,25 +152,6 @@ void stacks_new_epoch(void)
 	}
 }
 
-/* Upper end of this thread's stack, for checking frame pointers. */
-static uintptr_t thread_stack_hi(void)
-{
-	pthread_attr_t attr;
-	void *addr;
-	size_t size;
-
-	if (stack_hi)
-		return stack_hi;
-	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-		if (pthread_attr_getstack(&attr, &addr, &size) == 0)
-			stack_hi = (uintptr_t)addr + size;
-		pthread_attr_destroy(&attr);
-	}
-	if (!stack_hi)
-		stack_hi = (uintptr_t)__builtin_frame_address(0) + (1u << 20);
-	return stack_hi;
-}
-
 /*
  * Frame-pointer walk.  Every step is checked: the next frame must lie above
  * the current one, inside this thread's stack, and be aligned; a return
@@ -180,8 +160,11 @@ static uintptr_t thread_stack_hi(void)
 static unsigned fp_backtrace(uintptr_t *out, unsigned max)
 {
 	uintptr_t *fp = __builtin_frame_address(0);
-	uintptr_t hi = thread_stack_hi();
+	uintptr_t lo, hi;
 	unsigned n = 0;
+
+	if (ht_thread_stack(&lo, &hi) < 0)
+		return 0;
 
 	while (n < max) {
 		uintptr_t *next;

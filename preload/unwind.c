@@ -137,8 +137,6 @@ static struct ht_tpool tcache_pool;
 #define TCACHE_RESERVE ((size_t)128 << 20)	/* 3K threads' caches at once */
 static _Atomic uint32_t forget_gen = 1;
 
-static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
-static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
 
 int unwind_init(void)
 {
@@ -763,29 +761,6 @@ static uint32_t learn(uintptr_t ip)
 	return rule;
 }
 
-/* This thread's stack, [lo, hi): reads outside it are never made. */
-static int thread_stack(uintptr_t *lo, uintptr_t *hi)
-{
-	pthread_attr_t attr;
-	void *addr;
-	size_t size;
-
-	if (!stack_hi) {
-		if (pthread_getattr_np(pthread_self(), &attr) != 0)
-			return -1;
-		if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-			stack_lo = (uintptr_t)addr;
-			stack_hi = (uintptr_t)addr + size;
-		}
-		pthread_attr_destroy(&attr);
-		if (!stack_hi)
-			return -1;
-	}
-	*lo = stack_lo;
-	*hi = stack_hi;
-	return 0;
-}
-
 /* What the walk does with a frame of rule r (above), as T_* */
 static uint64_t unpack_rule(uint32_t r)
 {
@@ -938,7 +913,7 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 	unsigned n = 0, bp_read = 0, bp_at = 0;
 	uint64_t bp_reads = 0, bp_used = 0;	/* by read: a saved rbp; one a frame used */
 
-	if (!unwind_ok || thread_stack(&lo, &hi) < 0)
+	if (!unwind_ok || ht_thread_stack(&lo, &hi) < 0)
 		return -1;
 	if (HT_UNLIKELY(!tc)) {
 		tc = my_tcache = tpool_get(&tcache_pool);

@@ -25,6 +25,9 @@ must be equal.  Programs that are not installed are skipped with a message.
   rel_jemalloc     a program linked with -ljemalloc: the shim's real allocator is
                    jemalloc (built here from tests/targets/optional/; skipped
                    without libjemalloc-dev)
+  rel_rust         a Rust program, threads and a HashMap of Strings: its runtime
+                   calls pthread_getattr_np() first thing in every thread (built
+                   with rustc from tests/targets/optional/; skipped without it)
 """
 
 import os
@@ -531,10 +534,33 @@ def case_jemalloc():
              rel.site_sum(doc, "je_keep", "leaked_blocks"), facts.get("je_keep"))
 
 
+RUST_SRC = os.path.join(check.TOP, "tests", "targets", "optional", "rel_rust.rs")
+
+
+def case_rust():
+    need_tools()
+    rustc = shutil.which("rustc")
+    if not rustc:
+        raise Skip("rustc is not installed")
+    exe = os.path.join(check.TARGETS, "rel_rust")
+    cp = rel.run([rustc, "-O", "-g", RUST_SRC, "-o", exe])
+    if cp.returncode != 0:
+        raise Skip("cannot build rel_rust: %s" % check.first_line(cp.stderr))
+    plain, traced, docs = compare_runs("rel_rust", [exe])
+    facts = rel.output_facts(plain.stdout)
+    T.eq("rel_rust: the program ran its threads", facts.get("threads"), 4)
+    if docs:
+        # Rust names: main::leak_here::h0123..., under the allocator's frames
+        n = sum(s["leaked_blocks"] for s in docs[0]["sites"]
+                if any("leak_here" in (f.get("function") or "") for f in s.get("stack", [])))
+        T.eq("rel_rust: a block leaked at leak_here by each thread", n, facts.get("leak_here"))
+
+
 def main():
     cases = [("python3", case_python), ("sqlite3", case_sqlite), ("git", case_git),
              ("redis-server", case_redis), ("memcached", case_memcached),
-             ("rel_exceptions", case_exceptions), ("rel_jemalloc", case_jemalloc)]
+             ("rel_exceptions", case_exceptions), ("rel_jemalloc", case_jemalloc),
+             ("rel_rust", case_rust)]
     try:
         rel.run_cases(T, cases, "MATRIX_ONLY")
     finally:

@@ -29,6 +29,9 @@ checked against what the target itself counted and printed:
                       further up the stack, at the same stack address: every
                       allocation under its own caller (the walker's memory of
                       walks); also checked against libunwind
+  rel_getattr         the main thread and 8 threads call pthread_getattr_np() for
+                      themselves first (as Rust's runtime does): no hang (the
+                      shim used to call it inside malloc, under the same lock)
   rel_smallstack      threads on PTHREAD_STACK_MIN stacks: created as without the
                       shim (its per-thread caches are not in static TLS)
   rel_deep            100,000 frames deep, default depth cap: truth compared,
@@ -289,6 +292,17 @@ def case_memo():
                  facts.get("calls_depth%d" % d))
 
 
+def case_getattr():
+    exe = target("rel_getattr")
+    plain, _, docs = pair("getattr", [exe], end_how="exit")
+    facts = rel.output_facts(plain.stdout)
+    T.eq("getattr: the main thread and 8 threads ran", facts.get("getattr_leak"), 9)
+    if docs:
+        T.eq("getattr: each thread's leak, at its site",
+             rel.site_sum(list(docs.values())[0], "getattr_leak", "leaked_blocks"),
+             facts.get("getattr_leak"))
+
+
 def case_small_stacks():
     exe = target("rel_smallstack")
     plain, _, docs = pair("small stacks", [exe], end_how="exit")
@@ -392,6 +406,7 @@ def main():
     cases = [("churn", case_churn), ("fork", case_fork), ("dlopen", case_dlopen),
              ("signals", case_signals), ("exit-locked", case_exit_locked),
              ("thread exit", case_thread_exit), ("small stacks", case_small_stacks), ("memo", case_memo),
+             ("getattr", case_getattr),
              ("sandbox", case_sandbox),
              ("deep", case_deep), ("stacks", case_stacks),
              ("call sites", case_callsites)]
