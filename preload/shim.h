@@ -372,8 +372,20 @@ ssize_t kept_file_pread(struct ht_kept_file *k, char *buf, size_t n, off_t off);
 
 /* ---- stackbounds.c: the calling thread's stack, from /proc/self/maps ---- */
 void stackbounds_open(void);	/* at start, and in a forked child */
-/* [lo, hi) of this thread's stack (cached), or -1 when unknown. */
-int ht_thread_stack(uintptr_t *lo, uintptr_t *hi);
+extern __thread uintptr_t ht_stack_lo __attribute__((tls_model("initial-exec")));
+extern __thread uintptr_t ht_stack_hi __attribute__((tls_model("initial-exec")));
+int ht_thread_stack_learn(uintptr_t *lo, uintptr_t *hi);
+
+/* [lo, hi) of this thread's stack, or -1 when unknown: learnt once, then two loads. */
+static inline int ht_thread_stack(uintptr_t *lo, uintptr_t *hi)
+{
+	if (HT_LIKELY(ht_stack_hi != 0)) {
+		*lo = ht_stack_lo;
+		*hi = ht_stack_hi;
+		return 0;
+	}
+	return ht_thread_stack_learn(lo, hi);
+}
 /* Its contents from the start, NUL-terminated, reopened if it is no longer ours; -1. */
 ssize_t kept_file_read(struct ht_kept_file *k, char *buf, size_t cap);
 

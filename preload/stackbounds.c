@@ -28,8 +28,8 @@
  */
 
 static struct ht_kept_file maps = HT_KEPT_FILE("/proc/self/maps");
-static __thread uintptr_t stack_lo __attribute__((tls_model("initial-exec")));
-static __thread uintptr_t stack_hi __attribute__((tls_model("initial-exec")));
+__thread uintptr_t ht_stack_lo __attribute__((tls_model("initial-exec")));
+__thread uintptr_t ht_stack_hi __attribute__((tls_model("initial-exec")));
 
 void stackbounds_open(void)
 {
@@ -112,28 +112,26 @@ static int find_mapping(uintptr_t addr, struct mapping *m)
 	}
 }
 
-int ht_thread_stack(uintptr_t *lo, uintptr_t *hi)
+int ht_thread_stack_learn(uintptr_t *lo, uintptr_t *hi)
 {
-	if (HT_UNLIKELY(!stack_hi)) {
-		struct mapping m;
-		struct rlimit rl;
-		stack_t ss;
+	struct mapping m;
+	struct rlimit rl;
+	stack_t ss;
 
-		/* on a signal's alternate stack: not the thread's (the walk stops there) */
-		if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
-			return -1;
-		if (find_mapping((uintptr_t)__builtin_frame_address(0), &m) != 0)
-			return -1;
-		stack_lo = m.start;
-		if (m.is_stack) {
-			stack_lo = m.below;
-			if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-			    rl.rlim_cur < m.end - m.below)
-				stack_lo = m.end - rl.rlim_cur;
-		}
-		stack_hi = m.end;
+	/* on a signal's alternate stack: not the thread's (the walk stops there) */
+	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
+		return -1;
+	if (find_mapping((uintptr_t)__builtin_frame_address(0), &m) != 0)
+		return -1;
+	*lo = m.start;
+	if (m.is_stack) {
+		*lo = m.below;
+		if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur < m.end - m.below)
+			*lo = m.end - rl.rlim_cur;
 	}
-	*lo = stack_lo;
-	*hi = stack_hi;
+	*hi = m.end;
+	ht_stack_lo = *lo;
+	ht_stack_hi = *hi;
 	return 0;
 }
