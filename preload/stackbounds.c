@@ -28,12 +28,13 @@
  */
 
 static struct ht_kept_file maps = HT_KEPT_FILE("/proc/self/maps");
+static int no_maps;	/* /proc not mounted: every walk goes to libunwind, without asking again */
 __thread uintptr_t ht_stack_lo __attribute__((tls_model("initial-exec")));
 __thread uintptr_t ht_stack_hi __attribute__((tls_model("initial-exec")));
 
 void stackbounds_open(void)
 {
-	kept_file_open(&maps, 0);
+	no_maps = kept_file_open(&maps, 0) < 0;
 }
 
 struct mapping {
@@ -118,6 +119,8 @@ int ht_thread_stack_learn(uintptr_t *lo, uintptr_t *hi)
 	struct rlimit rl;
 	stack_t ss;
 
+	if (no_maps)
+		return -1;
 	/* on a signal's alternate stack: not the thread's (the walk stops there) */
 	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
 		return -1;
