@@ -17,6 +17,7 @@
 #include <uthash.h>
 
 #include "symbolize.h"
+#include "rustdemangle.h"
 #include "sympool.h"
 
 /*
@@ -281,18 +282,25 @@ struct sym_memo *sym_memo(struct symbolizer *s, uint32_t stack)
 	return &m->memo;
 }
 
-/* C++ names are demangled; anything else is returned as it is. */
+/* C++ and Rust names are demangled; anything else is returned as it is. */
 static const char *demangled(struct symbolizer *s, const char *name)
 {
 	const char *r;
-	char *dem;
+	char *dem = NULL;
 	int status = -1;
 
 	if (!name)
 		return NULL;
-	if (name[0] != '_' || name[1] != 'Z')
+	if (name[0] == '_' && name[1] == 'R') {
+		dem = rust_demangle_v0(name);
+		status = dem ? 0 : -1;
+	} else if (name[0] == '_' && name[1] == 'Z') {
+		dem = __cxa_demangle(name, NULL, NULL, &status);
+		if (status == 0 && dem)
+			rust_legacy_finish(name, dem);
+	} else {
 		return intern(s, name);
-	dem = __cxa_demangle(name, NULL, NULL, &status);
+	}
 	r = intern(s, status == 0 && dem ? dem : name);
 	free(dem);
 	return r;

@@ -46,6 +46,7 @@ $(SYMU_TDIR)/libsymtarget_split.so: $(SYMU_TDIR)/libsymtarget.so
 		--add-gnu-debuglink=libsymtarget_split.debug libsymtarget.so libsymtarget_split.so
 
 SYMU_SYM_OBJ = $(BUILD)/obj/analyzer/symbolize.o $(BUILD)/obj/analyzer/sympool.o \
+	       $(BUILD)/obj/analyzer/rustdemangle.o \
 	       $(BUILD)/obj/analyzer/site.o \
 	       $(BUILD)/obj/analyzer/json.o
 
