@@ -7,8 +7,10 @@
 #include "rustdemangle.h"
 
 /*
- * The grammar of RFC 2603.  Printed as rustc-demangle prints by default:
- * crate disambiguators and impl paths left out, closures as {closure#N}.
+ * The grammar of RFC 2603.  Printed as binutils' c++filt prints it (the
+ * unit test's oracle), but without the crates' disambiguating hashes, as
+ * Rust's own demangler leaves them out: impl paths left out, closures as
+ * {closure#N}, integer constants as "10: usize".
  * Anything this does not know (punycode identifiers, constants other than
  * integers, bools and chars) and any malformed name gives NULL: the caller
  * shows the symbol as it is.
