@@ -292,26 +292,24 @@ def case_memo():
                  facts.get("calls_depth%d" % d))
 
 
-def case_getattr():
-    exe = target("rel_getattr")
-    plain, _, docs = pair("getattr", [exe], end_how="exit")
+def leak_per_thread(label, name, site, threads, ran):
+    """Target NAME prints 'SITE N' after each of its THREADS threads leaked one block there."""
+    plain, _, docs = pair(label, [target(name)], end_how="exit")
     facts = rel.output_facts(plain.stdout)
-    T.eq("getattr: the main thread and 8 threads ran", facts.get("getattr_leak"), 9)
+    T.eq("%s: %s" % (label, ran), facts.get(site), threads)
     if docs:
-        T.eq("getattr: each thread's leak, at its site",
-             rel.site_sum(list(docs.values())[0], "getattr_leak", "leaked_blocks"),
-             facts.get("getattr_leak"))
+        T.eq(label + ": each thread's leak, at its site",
+             rel.site_sum(list(docs.values())[0], site, "leaked_blocks"), facts.get(site))
+
+
+def case_getattr():
+    leak_per_thread("getattr", "rel_getattr", "getattr_leak", 9,
+                    "the main thread and 8 threads ran")
 
 
 def case_small_stacks():
-    exe = target("rel_smallstack")
-    plain, _, docs = pair("small stacks", [exe], end_how="exit")
-    facts = rel.output_facts(plain.stdout)
-    T.eq("small stacks: every thread ran (4 rounds of 3)", facts.get("small_leak"), 12)
-    if docs:
-        T.eq("small stacks: each thread's leak, at its site",
-             rel.site_sum(list(docs.values())[0], "small_leak", "leaked_blocks"),
-             facts.get("small_leak"))
+    leak_per_thread("small stacks", "rel_smallstack", "small_leak", 12,
+                    "every thread ran (4 rounds of 3)")
 
 
 # --- deep recursion ---------------------------------------------------------------
