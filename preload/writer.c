@@ -984,7 +984,13 @@ static int open_and_begin(int forked, unsigned flags, unsigned generation)
 		str_add(&s, "cannot create '");
 		str_add(&s, path);
 		str_add(&s, "': ");
-		str_add(&s, strerror(-ret));
+		/*
+		 * Not strerror(): it translates, under the lock of the C
+		 * library's message catalogs, and the shim may be starting
+		 * inside bindtextdomain() (a library's constructor) with that
+		 * lock held: it would be taken twice, and the program hang.
+		 */
+		str_add(&s, strerrordesc_np(-ret) ? strerrordesc_np(-ret) : "unknown error");
 		str_add(&s, " (set HEAPTRAIL_OUT to a writable path); running untraced");
 		ht_msg(msg);
 		atomic_store(&fd, -1);

@@ -10,7 +10,9 @@ plus at most the one line the fault deserves.
   disk full        the dump on a 1 MiB tmpfs (skipped when mount fails): one
                    warning line, the target runs on; the dump reads up to where
                    the disk filled, with a warning, and says events were lost
-  unwritable dump  a missing directory, a path under a regular file, a
+  unwritable dump  (also when the shim starts inside bindtextdomain(), under the
+                   catalogs' lock: its message must not take it again: no hang)
+                   a missing directory, a path under a regular file, a
                    directory, /proc: one line, the target runs untraced; the
                    same through 'heaptrail record'
   SIGKILL          mid-run, after the dump holds data: report, leaks and
@@ -188,6 +190,26 @@ def case_unwritable():
             got and "cannot create" in got[0] and path in got[0], repr(got))
 
 
+def case_unwritable_in_ctor():
+    """The shim starts inside bindtextdomain() (a library's constructor), cannot create its dump."""
+    d = fresh_dir("unwritable-nls")
+    opt = os.path.join(check.TOP, "tests", "targets", "optional")
+    lib = os.path.join(d, "libnls_ctor.so")
+    exe = os.path.join(d, "nls_main")
+    cc = os.environ.get("CC", "cc")
+    for argv in ([cc, "-shared", "-fPIC", "-o", lib, os.path.join(opt, "nls_ctor.c")],
+                 [cc, "-o", exe, os.path.join(opt, "nls_main.c"), "-L" + d,
+                  "-Wl,--no-as-needed", "-lnls_ctor", "-Wl,-rpath," + d]):
+        cp = rel.run(argv, cwd=d)
+        if cp.returncode != 0:
+            raise Skip("cannot build the bindtextdomain targets: %s" % check.first_line(cp.stderr))
+    plain = rel.run([exe], cwd=d)
+    T.eq("bindtextdomain target: plain run prints", check.text(plain.stdout), "bound 3\n")
+    traced = rel.run([exe], env=rel.shim_env(os.path.join(d, "no", "such", "x.htr")), cwd=d)
+    unchanged_but_one_line("unwritable, starting inside bindtextdomain", plain, traced,
+                           "cannot create")
+
+
 # --- SIGKILL mid-run ------------------------------------------------------------------
 
 def case_sigkill():
@@ -332,6 +354,7 @@ def case_bad_values():
 
 def main():
     cases = [("disk full", case_disk_full), ("unwritable", case_unwritable),
+             ("unwritable in a constructor", case_unwritable_in_ctor),
              ("sigkill", case_sigkill), ("ulimit", case_ulimit),
              ("bad values", case_bad_values)]
     try:
