@@ -379,6 +379,14 @@ const char *cli_bytes(uint64_t bytes)
 	return b;
 }
 
+const char *cli_events_were(uint64_t n)
+{
+	char *b = next_buf();
+
+	snprintf(b, BUFLEN, "%s %s", cli_count(n), n == 1 ? "event was" : "events were");
+	return b;
+}
+
 const char *cli_count(uint64_t n)
 {
 	char *b = next_buf();

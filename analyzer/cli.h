@@ -94,6 +94,8 @@ const char *cli_time_str(const struct cli_time *t);
 const char *cli_bytes(uint64_t bytes);
 /* "1,234,567" */
 const char *cli_count(uint64_t n);
+/* "1 event was" or "N events were" (N with separators), for "... lost". */
+const char *cli_events_were(uint64_t n);
 /* A length of time: "0 s", "350 us", "12.3 ms", "2.50 s", "3 min 12 s", "2 h 05 min" */
 const char *cli_duration(uint64_t ns);
 /* A moment in dump time, "1.234 s" (seconds with millisecond precision). */

@@ -346,8 +346,8 @@ int cmd_clients(int argc, char **argv)
 		rc = CLI_USAGE;
 	fflush(stdout);
 	if (replay_totals(r)->lost_events)
-		cli_warn("%s events were lost: figures may be incomplete",
-			 cli_count(replay_totals(r)->lost_events));
+		cli_warn("%s lost: figures may be incomplete",
+			 cli_events_were(replay_totals(r)->lost_events));
 	sym_print_warnings(vw.sc.sym);
 out:
 	sym_free(vw.sc.sym);

@@ -735,8 +735,8 @@ int cmd_frag(int argc, char **argv)
 		cli_warn("'%s' holds a sample of the allocations (--sample): page occupancy, pinning and holes see only the sampled blocks",
 			 fc.path);
 	if (rc == 0 && replay_totals(fc.r)->lost_events)
-		cli_warn("%s events were lost: the figures are incomplete",
-			 cli_count(replay_totals(fc.r)->lost_events));
+		cli_warn("%s lost: the figures are incomplete",
+			 cli_events_were(replay_totals(fc.r)->lost_events));
 	sym_free(fc.sc.sym);
 	frag_free(fc.f);
 	replay_free(fc.r);

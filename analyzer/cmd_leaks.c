@@ -229,8 +229,8 @@ int cmd_leaks(int argc, char **argv)
 		leaks_text(&lk);
 	fflush(stdout);
 	if (lk.t->lost_events)
-		cli_warn("%s events were lost: leaks may be missing or spurious",
-			 cli_count(lk.t->lost_events));
+		cli_warn("%s lost: leaks may be missing or spurious",
+			 cli_events_were(lk.t->lost_events));
 	sym_print_warnings(lk.sc.sym);
 	sym_free(lk.sc.sym);
 	free(lk.v);

@@ -264,8 +264,8 @@ static void report_text(struct report *rp)
 
 	printf("heaptrail report for '%s'\n\n", rp->path);
 	if (t->lost_events)
-		printf("!!! %s events were lost (%s): every figure below is incomplete !!!\n\n",
-		       cli_count(t->lost_events), lost_reason(t->lost_reason));
+		printf("!!! %s lost (%s): every figure below is incomplete !!!\n\n",
+		       cli_events_were(t->lost_events), lost_reason(t->lost_reason));
 	printf("command        %s\n", cmdline && *cmdline ? cmdline : p->exe ? p->exe : "?");
 	if (p->exe && p->argv && p->argv[0] && strcmp(p->exe, p->argv[0]))
 		printf("executable     %s\n", p->exe);
@@ -506,8 +506,8 @@ int cmd_report(int argc, char **argv)
 		report_text(&rp);
 	fflush(stdout);
 	if (rp.t->lost_events)
-		cli_warn("%s events were lost (%s): the figures are incomplete",
-			 cli_count(rp.t->lost_events), lost_reason(rp.t->lost_reason));
+		cli_warn("%s lost (%s): the figures are incomplete",
+			 cli_events_were(rp.t->lost_events), lost_reason(rp.t->lost_reason));
 	sym_print_warnings(rp.sc.sym);
 	sym_free(rp.sc.sym);
 	free(rp.sites);

@@ -181,8 +181,8 @@ void gate_text_report(struct gate_run *run, FILE *out)
 				"ended without the C library's exit(), as Go programs do): its last "
 				"events may be missing\n", pr->p.name);
 		if (pr->p.lost_events)
-			fprintf(out, "warning: %s: %s events were lost (%s)\n", pr->p.name,
-				cli_count(pr->p.lost_events), "leaks may be missing or spurious");
+			fprintf(out, "warning: %s: %s lost (%s)\n", pr->p.name,
+				cli_events_were(pr->p.lost_events), "leaks may be missing or spurious");
 	}
 	if (nnot > 5)
 		fprintf(out, "not judged: %s more %s\n", cli_count(nnot - 5),

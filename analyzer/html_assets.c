@@ -914,7 +914,7 @@ const char html_page_tail[] =
 	"\t\t\tended = 'ended unseen';\n"
 	"\t\tsec.appendChild(el('div', { cls: 'muted', text: 'pid ' + p.pid + (p.forked_child ? ' (a forked child)' : '') + ' \\u00b7 ran ' + fmtSec(t.duration_seconds) + ' \\u00b7 ' + ended + ' \\u00b7 ' + D.dump }));\n"
 	"\t\tif (t.lost_events)\n"
-	"\t\t\tsec.appendChild(el('div', { cls: 'warn', text: fmtCount(t.lost_events) + ' events were lost: every figure is incomplete.' }));\n"
+	"\t\t\tsec.appendChild(el('div', { cls: 'warn', text: fmtCount(t.lost_events) + (t.lost_events === 1 ? ' event was' : ' events were') + ' lost: every figure is incomplete.' }));\n"
 	"\t\tif (p.sample_bytes)\n"
 	"\t\t\tsec.appendChild(el('div', { cls: 'warn', text: 'Sampled dump: one allocation per ' + fmtBytes(p.sample_bytes) + ' recorded; counts are estimates.' }));\n"
 	"\t\tif (D.timeline && D.timeline.live)\n"

@@ -558,7 +558,7 @@
 			ended = 'ended unseen';
 		sec.appendChild(el('div', { cls: 'muted', text: 'pid ' + p.pid + (p.forked_child ? ' (a forked child)' : '') + ' \u00b7 ran ' + fmtSec(t.duration_seconds) + ' \u00b7 ' + ended + ' \u00b7 ' + D.dump }));
 		if (t.lost_events)
-			sec.appendChild(el('div', { cls: 'warn', text: fmtCount(t.lost_events) + ' events were lost: every figure is incomplete.' }));
+			sec.appendChild(el('div', { cls: 'warn', text: fmtCount(t.lost_events) + (t.lost_events === 1 ? ' event was' : ' events were') + ' lost: every figure is incomplete.' }));
 		if (p.sample_bytes)
 			sec.appendChild(el('div', { cls: 'warn', text: 'Sampled dump: one allocation per ' + fmtBytes(p.sample_bytes) + ' recorded; counts are estimates.' }));
 		if (D.timeline && D.timeline.live)
