@@ -170,16 +170,26 @@ static void path(struct dm *d, int in_value);
 static void type(struct dm *d);
 static const char *basic_type(int c);
 
-/* Jumps to a backref's target, prints what is there with fn, comes back. */
-static void backref(struct dm *d, void (*fn)(struct dm *, int), int arg)
+/* Jumps to a backref's target (its "B" read): where to come back to, 0 when bad. */
+static size_t backref_jump(struct dm *d)
 {
 	size_t here = d->pos - 1, target = (size_t)base62(d), after = d->pos;
 
 	if (d->bad || target >= here) {
 		d->bad = 1;
-		return;
+		return 0;
 	}
 	d->pos = target;
+	return after;
+}
+
+/* Prints what a backref points at with fn, and comes back. */
+static void backref(struct dm *d, void (*fn)(struct dm *, int), int arg)
+{
+	size_t after = backref_jump(d);
+
+	if (d->bad)
+		return;
 	fn(d, arg);
 	d->pos = after;
 }
@@ -370,14 +380,11 @@ static int path_open(struct dm *d)
 	int n = 0;
 
 	if (eat(d, 'B')) {
-		size_t here = d->pos - 1, target = (size_t)base62(d), after = d->pos;
+		size_t after = backref_jump(d);
 		int open;
 
-		if (d->bad || target >= here) {
-			d->bad = 1;
+		if (d->bad)
 			return 0;
-		}
-		d->pos = target;
 		open = path_open(d);
 		d->pos = after;
 		return open;

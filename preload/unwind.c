@@ -868,6 +868,23 @@ static inline struct memo *memo_read(struct memo *rec, uintptr_t sp0, uintptr_t 
 	return rec;
 }
 
+/* The saved rbps a recorded walk read (bits by read), and those a frame used. */
+struct bp_track {
+	uint64_t reads, used;
+	unsigned at;		/* the latest one */
+};
+
+/* memo_read() of a saved rbp (rec may be NULL: nothing is recorded). */
+static inline struct memo *memo_read_bp(struct memo *rec, uintptr_t sp0, uintptr_t slot,
+					uintptr_t bp, struct bp_track *bt)
+{
+	if (rec && (rec = memo_read(rec, sp0, slot, bp)) != NULL) {
+		bt->at = rec->nreads - 1u;
+		bt->reads |= 1ull << bt->at;
+	}
+	return rec;
+}
+
 /*
  * Drops the reads in unused (saved rbps that no frame took its CFA from),
  * and puts the words given out first, in the walk's order: memo_out() is
@@ -916,8 +933,8 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 	struct tcache *tc = my_tcache;
 	struct memo *rec = NULL;
 	uintptr_t span = self_hi - self_lo;
-	unsigned n = 0, bp_read = 0, bp_at = 0;
-	uint64_t bp_reads = 0, bp_used = 0;	/* by read: a saved rbp; one a frame used */
+	unsigned n = 0;
+	struct bp_track bt = { 0, 0, 0 };
 
 	if (!unwind_ok || ht_thread_stack(&lo, &hi) < 0)
 		return -1;
@@ -1001,17 +1018,13 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 				uintptr_t slot = cfa + (uintptr_t)T_BPOFF(w);
 
 				bp = *(const uintptr_t *)slot;
-				bp_read = 1;
-				if (rec && (rec = memo_read(rec, sp0, slot, bp)) != NULL) {
-					bp_at = rec->nreads - 1u;
-					bp_reads |= 1ull << bp_at;
-				}
+				rec = memo_read_bp(rec, sp0, slot, bp, &bt);
 			}
 		} else if (T_KIND(w) == W_RBP) {
-			if (rec && !bp_read)
+			if (rec && !bt.reads)
 				rec->uses_bp = 1;	/* the start's bp decides this frame */
 			else if (rec)
-				bp_used |= 1ull << bp_at;	/* and that saved rbp */
+				bt.used |= 1ull << bt.at;	/* and that saved rbp */
 			cfa = bp + T_CFAOFF(w);
 			/* sp < cfa <= hi, in one comparison */
 			if (cfa - sp - 1 >= hi - sp || (cfa & 7))
@@ -1022,11 +1035,7 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 				if (slot < sp)	/* slot + 8 <= cfa - 8: bp_off <= -16 */
 					return -1;
 				bp = *(const uintptr_t *)slot;
-				bp_read = 1;
-				if (rec && (rec = memo_read(rec, sp0, slot, bp)) != NULL) {
-					bp_at = rec->nreads - 1u;
-					bp_reads |= 1ull << bp_at;
-				}
+				rec = memo_read_bp(rec, sp0, slot, bp, &bt);
 			}
 		} else if (T_KIND(w) == W_END) {
 			break;
@@ -1042,7 +1051,7 @@ __attribute__((noinline)) int unwind_backtrace(uintptr_t *out, unsigned max,
 		ip = ra;
 	}
 	if (rec) {
-		memo_finish(rec, bp_reads & ~bp_used);
+		memo_finish(rec, bt.reads & ~bt.used);
 		rec->n = (uint16_t)n;
 		rec->gen = gen;
 		tc->last = rec;
