@@ -17,12 +17,14 @@
  * frees and allocations: a hit is written as how far back it was.
  */
 
+/* One buffer being added to the chunk (chunkpack_add). */
 struct packer {
 	const uint8_t *p, *end;
-	uint8_t *w[HTR_PACK_NSTREAMS], *lim[HTR_PACK_NSTREAMS];
+	uint8_t **w, *lim[HTR_PACK_NSTREAMS];
 	struct chunkpack *cp;
-	uint64_t prev;			/* the chunk's previous pointer */
-	uint32_t nalloc, nfree;		/* slots handed out so far */
+	uint64_t seg_tick;		/* the buffer's base time, in ticks */
+	int64_t grow;			/* what rebasing added to its plain length */
+	int rebase_time, rebase_ptr;	/* its first time, first pointer still to come */
 	int units, bad;
 };
 
@@ -221,14 +223,97 @@ static uint8_t *enc_ptr(uint8_t *o, int units, int64_t delta)
 	return units ? htr_put_ptr(o, delta) : htr_put_s64(o, delta);
 }
 
-/* A pointer field copied to PTR; the absolute pointer it names. */
-static uint64_t plain_ptr(struct packer *k)
+/* The length of a varint of value v. */
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * A time delta to TIME.  The buffer's first one counts from its base time
+ * (the shim starts each buffer afresh): it is written again to count from
+ * the chunk's latest event, which chunkpack_add() made sure is not later.
+ */
+static void time_field(struct packer *k)
+{
+	struct chunkpack *cp = k->cp;
+	const uint8_t *q;
+	uint64_t v = 0, d;
+
+	if (!k->rebase_time) {
+		move(k, HTR_PS_TIME, &v);
+		cp->tick += v;
+		return;
+	}
+	if (k->bad)
+		return;
+	q = htr_get_u64(k->p, k->end, &v);
+	if (!q) {
+		k->bad = 1;
+		return;
+	}
+	d = k->seg_tick + v - cp->tick;
+	put(k, HTR_PS_TIME, d);
+	k->grow += (int64_t)varint_len(d) - (q - k->p);
+	k->p = q;
+	cp->tick += d;
+	k->rebase_time = 0;
+}
+
+/*
+ * The pointer a pointer field names, and where its bytes end (*q).  The
+ * buffer's first one is absolute; the others count from the previous one.
+ */
+static int read_ptr(struct packer *k, const uint8_t **q, uint64_t *abs)
 {
 	uint64_t v = 0;
 
+	if (k->bad)
+		return -1;
+	*q = htr_get_u64(k->p, k->end, &v);
+	if (!*q) {
+		k->bad = 1;
+		return -1;
+	}
+	*abs = (k->rebase_ptr ? 0 : k->cp->prev) +
+	       (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
+	return 0;
+}
+
+/* A rebased pointer field: written as the delta from the chunk's previous pointer. */
+static void put_rebased(struct packer *k, int s, const uint8_t *q, uint64_t abs)
+{
+	uint8_t enc[HTR_VARINT_MAX], *e = enc_ptr(enc, k->units, (int64_t)(abs - k->cp->prev));
+
+	if (s >= 0)
+		emit(k, s, enc, (size_t)(e - enc));
+	k->grow += (e - enc) - (q - k->p);
+	k->p = q;
+	k->cp->prev = abs;
+	k->rebase_ptr = 0;
+}
+
+/* A pointer field copied to PTR; the absolute pointer it names. */
+static uint64_t plain_ptr(struct packer *k)
+{
+	const uint8_t *q;
+	uint64_t v = 0, abs;
+
+	if (k->rebase_ptr) {
+		if (read_ptr(k, &q, &abs) != 0)
+			return 0;
+		put_rebased(k, HTR_PS_PTR, q, abs);
+		return abs;
+	}
 	move(k, HTR_PS_PTR, &v);
-	k->prev += (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
-	return k->prev;
+	k->cp->prev += (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
+	return k->cp->prev;
 }
 
 /*
@@ -239,33 +324,39 @@ static uint64_t plain_ptr(struct packer *k)
  */
 static void model_ptr(struct packer *k, uint8_t *op, unsigned is_free)
 {
-	struct chunkpack_map *m = &k->cp->map;
+	struct chunkpack *cp = k->cp;
+	struct chunkpack_map *m = &cp->map;
 	const uint8_t *q;
 	uint8_t enc[HTR_VARINT_MAX], *e;
-	uint64_t v, abs, *ent;
-	uint32_t count = is_free ? k->nalloc : k->nfree;
+	uint64_t abs, *ent;
+	uint32_t count = is_free ? cp->nalloc : cp->nfree;
+	int hit;
 
-	if (k->bad)
+	if (read_ptr(k, &q, &abs) != 0)
 		return;
-	q = htr_get_u64(k->p, k->end, &v);
-	if (!q) {
-		k->bad = 1;
-		return;
-	}
-	abs = k->prev + (uint64_t)(k->units ? htr_ptr_delta(v) : htr_unzigzag(v));
 	ent = map_at(m, abs);
 	/* found, and last allocated (for a free) or freed (for an allocation) */
-	if (ent && *ent && !(*ent & MAP_FREED) == !!is_free &&
-	    (e = enc_ptr(enc, k->units, (int64_t)(abs - k->prev)),
-	     same(enc, (size_t)(e - enc), k->p, (size_t)(q - k->p)))) {
+	hit = ent && *ent && !(*ent & MAP_FREED) == !!is_free;
+	if (hit && !k->rebase_ptr) {
+		/* and the reader writes back the bytes the shim wrote */
+		e = enc_ptr(enc, k->units, (int64_t)(abs - cp->prev));
+		hit = same(enc, (size_t)(e - enc), k->p, (size_t)(q - k->p));
+	}
+	if (hit) {
 		put(k, HTR_PS_REUSE, count - (uint32_t)(*ent & 0xffff) - 1);
 		*op |= 0x80;
-		k->p = q;
-		k->prev = abs;
+		if (k->rebase_ptr) {
+			put_rebased(k, -1, q, abs);
+		} else {
+			k->p = q;
+			cp->prev = abs;
+		}
+	} else if (k->rebase_ptr) {
+		put_rebased(k, HTR_PS_PTR, q, abs);
 	} else {
 		plain_ptr(k);
 	}
-	map_set(m, ent, abs, is_free, is_free ? k->nfree++ : k->nalloc++);
+	map_set(m, ent, abs, is_free, is_free ? cp->nfree++ : cp->nalloc++);
 }
 
 static void control(struct packer *k)
@@ -273,7 +364,7 @@ static void control(struct packer *k)
 	const uint8_t *f;
 	uint64_t sub = 0, n = 0;
 
-	move(k, HTR_PS_TIME, NULL);
+	time_field(k);
 	move(k, HTR_PS_OTHER, &sub);
 	if (k->bad)
 		return;
@@ -318,24 +409,24 @@ static void event(struct packer *k)
 	*op = b;
 	switch (HTR_EV_TYPE(b)) {
 	case HTR_EV_ALLOC:
-		move(k, HTR_PS_TIME, NULL);
+		time_field(k);
 		model_ptr(k, op, 0);
 		move(k, HTR_PS_SIZE, &size);
 		extra(k, size);
 		move(k, HTR_PS_STACKID, NULL);
 		break;
 	case HTR_EV_FREE:
-		move(k, HTR_PS_TIME, NULL);
+		time_field(k);
 		model_ptr(k, op, 1);
 		break;
 	case HTR_EV_REALLOC:
-		move(k, HTR_PS_TIME, NULL);
-		move(k, HTR_PS_TIME, NULL);
+		time_field(k);
+		time_field(k);
 		old = plain_ptr(k);
 		ptr = plain_ptr(k);
 		if (ptr != old)
-			map_note(&cp->map, old, 1, k->nfree++);
-		map_note(&cp->map, ptr, 0, k->nalloc++);
+			map_note(&cp->map, old, 1, cp->nfree++);
+		map_note(&cp->map, ptr, 0, cp->nalloc++);
 		move(k, HTR_PS_SIZE, &size);
 		extra(k, size);
 		move(k, HTR_PS_STACKID, NULL);
@@ -356,39 +447,90 @@ static void event(struct packer *k)
 	}
 }
 
-size_t chunkpack(struct chunkpack *cp, uint8_t *out, const uint8_t *in, size_t len,
-		 int units)
+void chunkpack_begin(struct chunkpack *cp, int units, unsigned shift)
 {
-	struct packer k;
-	uint8_t *o = out;
-	size_t total = 0;
 	int i;
 
+	map_clear(&cp->map);
+	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
+		cp->w[i] = cp->s[i];
+	cp->plain_len = 0;
+	cp->prev = 0;
+	cp->tick = 0;
+	cp->nalloc = cp->nfree = 0;
+	cp->units = units;
+	cp->shift = shift;
+	cp->nbufs = 0;
+	cp->closed = 0;
+}
+
+int chunkpack_add(struct chunkpack *cp, const uint8_t *in, size_t len, uint64_t base_time)
+{
+	struct packer k;
+	uint8_t *saved[HTR_PACK_NSTREAMS];
+	uint64_t prev = cp->prev, tick = cp->tick;
+	uint32_t nalloc = cp->nalloc, nfree = cp->nfree;
+	int i;
+
+	if (cp->closed)
+		return -1;
 	memset(&k, 0, sizeof(k));
+	k.seg_tick = base_time >> cp->shift;
+	if (cp->nbufs) {
+		/* joined: its first time and pointer count from the chunk's last */
+		if (k.seg_tick < cp->tick) {
+			cp->closed = 1;
+			return -1;
+		}
+		k.rebase_time = k.rebase_ptr = 1;
+	} else {
+		cp->tick = k.seg_tick;
+	}
 	k.p = in;
 	k.end = in + len;
 	k.cp = cp;
-	k.units = units;
+	k.w = cp->w;
+	k.units = cp->units;
 	for (i = 0; i < HTR_PACK_NSTREAMS; i++) {
-		k.w[i] = cp->s[i];
+		saved[i] = cp->w[i];
 		k.lim[i] = cp->s[i] + cp->cap;
 	}
 	while (k.p < k.end && !k.bad)
 		event(&k);
-	map_clear(&cp->map);
-	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
-		total += (size_t)(k.w[i] - cp->s[i]);
-	if (k.bad || total > len) {
-		*o++ = HTR_PACK_RAW;
-		memcpy(o, in, len);
-		return 1 + len;
+	if (k.bad) {
+		/* as before the call; the map is only ever read by this chunk's next events */
+		for (i = 0; i < HTR_PACK_NSTREAMS; i++)
+			cp->w[i] = saved[i];
+		cp->prev = prev;
+		cp->tick = tick;
+		cp->nalloc = nalloc;
+		cp->nfree = nfree;
+		cp->closed = 1;
+		return -1;
 	}
+	cp->plain_len += (uint64_t)((int64_t)len + k.grow);
+	cp->nbufs++;
+	return 0;
+}
+
+size_t chunkpack_finish(struct chunkpack *cp, uint8_t *out)
+{
+	uint8_t *o = out;
+	size_t total = 0;
+	int i;
+
+	map_clear(&cp->map);
+	cp->closed = 1;
+	for (i = 0; i < HTR_PACK_NSTREAMS; i++)
+		total += (size_t)(cp->w[i] - cp->s[i]);
+	if (!cp->nbufs || total > cp->plain_len)
+		return 0;
 	*o++ = HTR_PACK_COLUMNS;
-	o = htr_put_u64(o, len);
+	o = htr_put_u64(o, cp->plain_len);
 	for (i = 0; i < HTR_PACK_NSTREAMS - 1; i++)
-		o = htr_put_u64(o, (uint64_t)(k.w[i] - cp->s[i]));
+		o = htr_put_u64(o, (uint64_t)(cp->w[i] - cp->s[i]));
 	for (i = 0; i < HTR_PACK_NSTREAMS; i++) {
-		size_t n = (size_t)(k.w[i] - cp->s[i]);
+		size_t n = (size_t)(cp->w[i] - cp->s[i]);
 
 		memcpy(o, cp->s[i], n);
 		o += n;

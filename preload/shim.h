@@ -272,6 +272,7 @@ uint64_t thread_client(struct ht_thread *t);
 void thread_set_client(struct ht_thread *t, uint64_t client);
 /* Writer side. */
 struct ht_buf *threads_take_full(void);		/* whole queue, oldest first */
+void threads_set_wake_after(unsigned n);	/* full buffers that wake the writer */
 int threads_steal_all(uint64_t deadline_ns);	/* 0 when every thread was visited */
 void threads_recycle(struct ht_buf *b);
 void threads_reap(void);	/* recycle threads that have exited */

@@ -75,7 +75,11 @@ static atomic_flag buf_lock = ATOMIC_FLAG_INIT;
 static struct ht_buf *free_list;
 static struct ht_buf *full_head, *full_tail;
 static unsigned nqueued;	/* buffers in the full queue */
-#define WAKE_AFTER 4		/* full buffers that wake the writer */
+/*
+ * Full buffers that wake the writer: a few, or more while it packs, so
+ * that it finds several buffers of each thread to pack as one chunk.
+ */
+static _Atomic unsigned wake_after = 4;
 static unsigned nbuffers;
 static _Atomic uint64_t recycled;	/* bumped when a buffer is freed */
 static _Atomic int fenced;	/* the writer fences for the threads (fence.c) */
@@ -187,6 +191,11 @@ static struct ht_buf *buffer_get(void)
 		b->next = NULL;
 	}
 	return b;
+}
+
+void threads_set_wake_after(unsigned n)
+{
+	atomic_store_explicit(&wake_after, n, memory_order_relaxed);
 }
 
 void threads_recycle(struct ht_buf *b)
@@ -358,7 +367,8 @@ struct ht_thread *thread_begin(size_t need)
 		struct ht_buf *b;
 
 		/* a few buffers a wake-up (its rounds take the rest) */
-		if (t->buf && hand_off(t) >= WAKE_AFTER)
+		if (t->buf && hand_off(t) >= atomic_load_explicit(&wake_after,
+								memory_order_relaxed))
 			writer_wake();
 		b = buffer_get();
 		if (b) {

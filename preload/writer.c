@@ -39,6 +39,8 @@
  */
 #define FLUSH_BYTES (512u << 10)
 #define PENDING_BYTES (256u << 10)
+/* the packer's streams: a chunk's events, and a quarter for re-encoded values */
+#define PACK_STREAM_BYTES (CHUNKPACK_MAX_BYTES + CHUNKPACK_MAX_BYTES / 4)
 
 static struct ht_region writer_region;
 static uint8_t *raw;
@@ -312,53 +314,129 @@ static uint8_t *room(size_t need)
 	return raw + raw_len;
 }
 
-static void append_chunk(struct ht_buf *b)
+/* A CHUNK record's head, with room after it for a body of up to 'body' bytes. */
+static uint8_t *chunk_head(uint32_t tid, uint64_t base_time, size_t body)
 {
-	uint8_t *p = room(40 + b->len + CHUNKPACK_SLACK);
-	size_t n;
+	uint8_t *p = room(40 + body);
+
+	*p++ = HTR_REC_CHUNK;
+	p = htr_put_u64(p, tid);
+	return htr_put_u64(p, base_time);
+}
+
+/* Ends the record whose n body bytes were written HTR_VARINT_MAX bytes after p. */
+static void chunk_tail(uint8_t *p, size_t n, uint32_t nevents)
+{
+	uint8_t len[HTR_VARINT_MAX];
+	size_t ln = (size_t)(htr_put_u64(len, n) - len);
+
+	memmove(p + ln, p + HTR_VARINT_MAX, n);
+	memcpy(p, len, ln);
+	raw_len = (size_t)(p + ln + n - raw);
+	frame_events += nevents;
+	events_written += nevents;
+}
+
+/* One buffer's events as the thread wrote them (marked so in a packed dump). */
+static void append_buffer(struct ht_buf *b)
+{
+	uint8_t *p;
+	size_t n = 0;
 
 	if (disk_failed) {
 		atomic_fetch_add(&ht_lost[HTR_LOST_DISK], b->nevents);
 		return;
 	}
-	frame_events += b->nevents;
-	*p++ = HTR_REC_CHUNK;
-	p = htr_put_u64(p, b->tid);
-	p = htr_put_u64(p, b->base_time);
-	/* packed after the nbytes varint: its length is known only then */
-	if (ht_cfg.pack == HT_PACK_OFF) {
-		memcpy(p + HTR_VARINT_MAX, b->data, b->len);
-		n = b->len;
-	} else if (pack_policy_now()) {
-		n = chunkpack(&packer, p + HTR_VARINT_MAX, b->data, b->len, 1);
-	} else {
-		/* a packed dump's chunk left as it is (packpolicy.c) */
-		p[HTR_VARINT_MAX] = HTR_PACK_RAW;
-		memcpy(p + HTR_VARINT_MAX + 1, b->data, b->len);
-		n = 1 + (size_t)b->len;
-	}
-	{
-		uint8_t len[HTR_VARINT_MAX];
-		size_t ln = (size_t)(htr_put_u64(len, n) - len);
-
-		memmove(p + ln, p + HTR_VARINT_MAX, n);
-		memcpy(p, len, ln);
-		p += ln + n;
-	}
-	raw_len = (size_t)(p - raw);
-	events_written += b->nevents;
+	p = chunk_head(b->tid, b->base_time, 1 + b->len + HTR_VARINT_MAX);
+	if (ht_cfg.pack != HT_PACK_OFF)
+		p[HTR_VARINT_MAX + n++] = HTR_PACK_RAW;	/* (packpolicy.c) */
+	memcpy(p + HTR_VARINT_MAX + n, b->data, b->len);
+	chunk_tail(p, n + b->len, b->nevents);
 }
+
+/*
+ * Consecutive buffers of one thread, packed into as few chunks as will
+ * take them (chunkpack.h).  Buffers the packer cannot take, or a chunk
+ * that packing would not make smaller, are written as they are.
+ */
+static void append_packed(struct ht_buf **g, int n)
+{
+	int i = 0, j;
+
+	while (i < n) {
+		uint32_t nevents = 0;
+		uint8_t *p;
+		size_t len;
+
+		if (disk_failed) {
+			append_buffer(g[i++]);	/* counted lost */
+			continue;
+		}
+		chunkpack_begin(&packer, 1, HTR_TICK_SHIFT);
+		for (j = i; j < n; j++) {
+			if (chunkpack_add(&packer, g[j]->data, g[j]->len, g[j]->base_time) != 0)
+				break;
+			nevents += g[j]->nevents;
+		}
+		if (j == i) {
+			append_buffer(g[i++]);
+			continue;
+		}
+		p = chunk_head(g[i]->tid, g[i]->base_time,
+			       (size_t)chunkpack_plain_len(&packer) + CHUNKPACK_SLACK +
+			       HTR_VARINT_MAX);
+		len = chunkpack_finish(&packer, p + HTR_VARINT_MAX);
+		if (!len) {
+			for (; i < j; i++)
+				append_buffer(g[i]);
+			continue;
+		}
+		chunk_tail(p, len, nevents);
+		i = j;
+	}
+}
+
+#define GROUP_MAX 64	/* buffers packed together at most */
 
 static void drain_full(void)
 {
-	struct ht_buf *b = threads_take_full();
+	struct ht_buf *b = threads_take_full(), *g[GROUP_MAX], **pp;
+	int packing = ht_cfg.pack != HT_PACK_OFF && b && pack_policy_now();
 
+	threads_set_wake_after(packing ? 32 : 4);
 	while (b) {
-		struct ht_buf *next = b->next;
+		size_t bytes;
+		uint32_t events;
+		int n = 1, i;
 
-		append_chunk(b);
-		threads_recycle(b);
-		b = next;
+		g[0] = b;
+		b = b->next;
+		if (!packing) {
+			append_buffer(g[0]);
+			threads_recycle(g[0]);
+			continue;
+		}
+		/* the thread's next buffers, in its order, as many as one chunk takes */
+		bytes = g[0]->len;
+		events = g[0]->nevents;
+		for (pp = &b; *pp && n < GROUP_MAX;) {
+			struct ht_buf *c = *pp;
+
+			if (c->tid != g[0]->tid) {
+				pp = &c->next;
+				continue;
+			}
+			if (bytes + c->len > CHUNKPACK_MAX_BYTES ||
+			    events + c->nevents > CHUNKPACK_MAX_EVENTS)
+				break;
+			bytes += c->len;
+			events += c->nevents;
+			*pp = c->next;
+			g[n++] = c;
+		}
+		append_packed(g, n);
+		for (i = 0; i < n; i++)
+			threads_recycle(g[i]);
 	}
 }
 
@@ -887,11 +965,15 @@ static int setup_memory(void)
 	pending = region_alloc(&writer_region, PENDING_BYTES);
 	work = region_alloc(&writer_region, ws);
 	cctx = work ? ZSTD_initStaticCCtx(work, ws) : NULL;
-	/* a stream never holds more than the chunk, plus a byte per value re-encoded */
-	work = region_alloc(&writer_region, chunkpack_size(2 * HT_BUF_BYTES));
+	/*
+	 * A stream never holds more than the chunk, plus a byte per value
+	 * re-encoded (rarely: usable sizes unlike glibc's); a fuller one is
+	 * not packed.
+	 */
+	work = region_alloc(&writer_region, chunkpack_size(PACK_STREAM_BYTES));
 	if (!raw || !zout || !pending || !cctx || !work)
 		return -ENOMEM;
-	chunkpack_init(&packer, work, 2 * HT_BUF_BYTES);
+	chunkpack_init(&packer, work, PACK_STREAM_BYTES);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, ZSTD_LEVEL);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	return 0;

@@ -309,15 +309,36 @@ def case_packed():
     exe = check.built_target("writer_burst")
     d = fresh_dir("packed")
     dump = os.path.join(d, "p.htr")
-    traced = rel.run([exe, "3", "20000", "0"], env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "1"}),
+    traced = rel.run([exe, "3", "60000", "0"], env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "1"}),
                      cwd=d)
     T.eq("packed: exits 0", traced.returncode, 0)
     want = rel.output_facts(traced.stdout).get("allocations")
     flags, counts = None, {}
-    for flags, _, base, data in htrdump.chunks(dump):
+    biggest, live, unknown, back = 0, set(), 0, 0
+    last_time = {}
+    for flags, tid, base, data in htrdump.chunks(dump):
         plain = htrdump.unpack_chunk(data)
+        biggest = max(biggest, len(plain))
         for e in htrdump.chunk_events(htrdump.Buf(plain), len(plain), base):
             counts[e[0]] = counts.get(e[0], 0) + 1
+            # a chunk joins several buffers of a thread: each one's first time
+            # and pointer are written again to continue from the one before
+            if e[0] in ("alloc", "free"):
+                if e[1] < last_time.get(tid, 0):
+                    back += 1
+                last_time[tid] = e[1]
+            if e[0] == "alloc":
+                live.add(e[3])
+            elif e[0] == "free":
+                if e[3] in live:
+                    live.discard(e[3])
+                else:
+                    unknown += 1
+    T.check("packed: chunks join several of a thread's 32 KiB buffers",
+            biggest > 3 * 32768, "largest chunk %d bytes" % biggest)
+    T.eq("packed: every free is of a block allocated before (pointers continue "
+         "across joined buffers)", unknown, 0)
+    T.eq("packed: no event is timed before the thread's previous one", back, 0)
     T.check("packed: the process record announces packed chunks",
             flags is not None and flags & 16, "flags %r" % flags)
     # the C library allocates a few blocks of its own (stdio)
