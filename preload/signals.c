@@ -1,6 +1,7 @@
 /* signals.c - flush on fatal signals and write markers, invisibly to the program */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
@@ -15,8 +16,21 @@
  * The program must not notice.  Some programs decide what to do from the
  * handler they find at start (Python installs its KeyboardInterrupt handler
  * only over SIG_DFL), so while a handler of ours is in place, sigaction()
- * and signal() report SIG_DFL for it, and the program's own handler simply
- * replaces ours.  Signals the program ignores or handles are left alone.
+ * and signal() report what the program would find without us (SIG_DFL, or
+ * what it set itself), and the program's own handler simply replaces ours.
+ * Signals the program ignores are left alone.
+ *
+ * Ours is wherever the program leaves the default, not only at start: many
+ * programs' handlers clean up, set SIG_DFL and raise the signal again to
+ * die of it (GNU sort, timeout, shells), and such a death must be recorded
+ * too.  So when the program sets SIG_DFL on one of these signals through
+ * sigaction() or the signal() family, our handler goes back in place (the
+ * marker signal gets the fatal one: the program asked for the default,
+ * death).  A handler the program installs with SA_RESETHAND, which the
+ * kernel itself resets to SIG_DFL as it delivers the signal, is run by a
+ * trampoline of ours installed in its place with the program's flags and
+ * mask: it puts our fatal handler back (as after any SIG_DFL), then calls
+ * the program's handler with the same arguments.
  */
 
 static const int fatal[] = {
@@ -26,8 +40,22 @@ static const int fatal[] = {
 };
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef void (*handler_t)(int);
+typedef void (*info_handler_t)(int, siginfo_t *, void *);
 
-static _Atomic uint64_t ours;	/* bit n: signal n has our handler */
+#define NSIG_OURS 64
+
+/*
+ * Bit n: a handler of ours was put on signal n (it may have been replaced
+ * since, by a path we do not see: the kernel has the last word).  Bits are
+ * only ever set, so that two threads changing one signal at once cannot
+ * leave ours in place unmarked.
+ */
+static _Atomic uint64_t ours;
+/* What the program finds on signal n while a handler of ours is there. */
+static struct sigaction shown[NSIG_OURS];
+/* The program's SA_RESETHAND handler that the trampoline runs for signal n. */
+static void *_Atomic wrapped[NSIG_OURS];
 
 static sigaction_fn real_sigaction(void)
 {
@@ -40,35 +68,94 @@ static sigaction_fn real_sigaction(void)
 
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc);
 static void on_mark_signal(int sig);
+static void on_wrapped_signal(int sig);
+static void on_wrapped_info_signal(int sig, siginfo_t *si, void *uc);
 
 static uint64_t bit(int sig)
 {
 	return (uint64_t)1 << sig;
 }
 
-static int our_handler(void (*h)(int))
+static int our_handler(handler_t h)
 {
-	return (void *)h == (void *)on_fatal_signal || (void *)h == (void *)on_mark_signal;
+	return (void *)h == (void *)on_fatal_signal || (void *)h == (void *)on_mark_signal ||
+	       (void *)h == (void *)on_wrapped_signal ||
+	       (void *)h == (void *)on_wrapped_info_signal;
+}
+
+static int is_fatal(int sig)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+		if (fatal[i] == sig)
+			return 1;
+	return 0;
 }
 
 /*
- * Is our handler in place for sig?  The bit alone can be stale: the program
- * may have replaced the handler by a path we do not see (sigset(),
- * sysv_signal(), siginterrupt() and signal() call libc's sigaction
- * internally; a raw rt_sigaction system call), so the kernel is asked.
+ * Is a handler of ours in place for sig?  The bit alone can be stale: the
+ * program may have replaced the handler by a path we do not see (a raw
+ * rt_sigaction system call; siginterrupt() calls libc's sigaction
+ * internally), so the kernel is asked.
  */
 static int is_ours(int sig)
 {
 	struct sigaction cur;
 	sigaction_fn real;
 
-	if (sig <= 0 || sig >= 64 || !(atomic_load(&ours) & bit(sig)))
+	if (sig <= 0 || sig >= NSIG_OURS || !(atomic_load(&ours) & bit(sig)))
 		return 0;
 	real = real_sigaction();
-	if (real && real(sig, NULL, &cur) == 0 && our_handler(cur.sa_handler))
-		return 1;
-	atomic_fetch_and(&ours, ~bit(sig));
-	return 0;
+	return real && real(sig, NULL, &cur) == 0 && our_handler(cur.sa_handler);
+}
+
+/*
+ * The program has just changed sig's disposition (it is in the kernel as
+ * the program set it).  Where that is SIG_DFL, our fatal handler goes in
+ * its place; where it is a handler the kernel resets on delivery
+ * (SA_RESETHAND), our trampoline, with the program's flags and mask (so
+ * the program's handler runs with the signal mask and on the stack it
+ * asked for).  What the kernel held is kept to show the program.  Only
+ * system calls: this runs in signal handlers (the program's, resetting
+ * and raising; the trampoline).
+ */
+static void adopt(int sig)
+{
+	struct sigaction cur, sa, was;
+	sigaction_fn real = real_sigaction();
+
+	if (!real || sig <= 0 || sig >= NSIG_OURS || !is_fatal(sig) ||
+	    atomic_load(&ht_phase) != HT_ON || ht_foreign_process() ||
+	    real(sig, NULL, &cur) || our_handler(cur.sa_handler))
+		return;
+	memset(&sa, 0, sizeof(sa));
+	if (cur.sa_handler == SIG_DFL) {
+		sa.sa_sigaction = on_fatal_signal;
+		sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+	} else if (cur.sa_handler != SIG_IGN && (cur.sa_flags & SA_RESETHAND)) {
+		/*
+		 * The trampoline takes siginfo exactly when the program's
+		 * handler does: the kernel then holds the program's very
+		 * flags, and shows them after its reset.
+		 */
+		atomic_store(&wrapped[sig], (void *)cur.sa_handler);
+		if (cur.sa_flags & SA_SIGINFO)
+			sa.sa_sigaction = on_wrapped_info_signal;
+		else
+			sa.sa_handler = on_wrapped_signal;
+		sa.sa_flags = cur.sa_flags;
+		sa.sa_mask = cur.sa_mask;
+	} else {
+		return;
+	}
+	shown[sig] = cur;
+	atomic_fetch_or(&ours, bit(sig));
+	if (real(sig, &sa, &was))
+		return;
+	if (was.sa_handler != cur.sa_handler)
+		real(sig, &was, NULL);	/* another thread changed it meanwhile: theirs stays */
 }
 
 /*
@@ -89,7 +176,6 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	real_sigaction()(sig, &dfl, NULL);
-	atomic_fetch_and(&ours, ~bit(sig));
 	errno = saved;
 	/*
 	 * A fault the kernel raised (SEGV, BUS, FPE, ILL from an instruction)
@@ -120,6 +206,37 @@ static void on_mark_signal(int sig)
 	errno = saved;
 }
 
+/*
+ * The program's SA_RESETHAND handler is due.  The kernel has just reset the
+ * signal to SIG_DFL, with the program's flags: ours goes there, as after
+ * any SIG_DFL, before the program's handler runs (which typically raises
+ * the signal again).  The errno it sees is the interrupted code's.
+ */
+static void run_wrapped(int sig, siginfo_t *si, void *uc, int info)
+{
+	int saved = errno;
+	void *h = sig > 0 && sig < NSIG_OURS ? atomic_load(&wrapped[sig]) : NULL;
+
+	adopt(sig);
+	errno = saved;
+	if (!h)
+		return;
+	if (info)
+		((info_handler_t)h)(sig, si, uc);
+	else
+		((handler_t)h)(sig);
+}
+
+static void on_wrapped_signal(int sig)
+{
+	run_wrapped(sig, NULL, NULL, 0);
+}
+
+static void on_wrapped_info_signal(int sig, siginfo_t *si, void *uc)
+{
+	run_wrapped(sig, si, uc, 1);
+}
+
 /* Ours only where the program has nothing: it may replace it at any time. */
 static void install(int sig, void (*fn)(int), void (*fn_info)(int, siginfo_t *, void *),
 		    int flags)
@@ -127,7 +244,7 @@ static void install(int sig, void (*fn)(int), void (*fn_info)(int, siginfo_t *, 
 	struct sigaction old, sa;
 	sigaction_fn real = real_sigaction();
 
-	if (sig <= 0 || sig >= 64 || !real || real(sig, NULL, &old) ||
+	if (sig <= 0 || sig >= NSIG_OURS || !real || real(sig, NULL, &old) ||
 	    old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
 		return;
 	memset(&sa, 0, sizeof(sa));
@@ -137,14 +254,74 @@ static void install(int sig, void (*fn)(int), void (*fn_info)(int, siginfo_t *, 
 		sa.sa_handler = fn;
 	sa.sa_flags = flags | (fn_info ? SA_SIGINFO : 0);
 	sigemptyset(&sa.sa_mask);
-	if (real(sig, &sa, NULL) == 0)
-		atomic_fetch_or(&ours, bit(sig));
+	shown[sig] = old;
+	atomic_fetch_or(&ours, bit(sig));
+	real(sig, &sa, NULL);
+}
+
+typedef handler_t (*signal_fn)(int, handler_t);
+
+static signal_fn real_signal, real_bsd_signal, real_sysv_signal, real_sigset;
+
+static signal_fn resolve(signal_fn *cache, const char *name)
+{
+	if (!*cache)
+		*cache = (signal_fn)dlsym(RTLD_NEXT, name);
+	return *cache;
+}
+
+/*
+ * A signal sent to a child the moment it was forked used to find the shim
+ * opening the child's dump (lifecycle.c's fork handler, under the guard):
+ * the child died with an empty dump, or none.  From the last prepare
+ * handler until our child handler, which runs after lifecycle.c's (fork
+ * handlers run in the order they were registered), the signals that others
+ * send are blocked in the forking thread: one sent meanwhile waits, and is
+ * delivered to the child once its dump is open (to the parent as fork
+ * returns).  Signals a thread brings on itself (faults, SIGPIPE, SIGXFSZ,
+ * abort's SIGABRT, SIGSYS) are never blocked: blocked, they would change
+ * what happens.  The mask is back as it was before fork() returns.
+ */
+static const int sent[] = {
+	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU,
+};
+
+static __thread sigset_t mask_before_fork;
+static __thread int masked_for_fork;
+
+static void fork_prepare(void)
+{
+	sigset_t set;
+	size_t i;
+
+	if (atomic_load(&ht_phase) != HT_ON || !ht_cfg.follow || ht_foreign_process())
+		return;
+	sigemptyset(&set);
+	for (i = 0; i < sizeof(sent) / sizeof(sent[0]); i++)
+		sigaddset(&set, sent[i]);
+	if (pthread_sigmask(SIG_BLOCK, &set, &mask_before_fork) == 0)
+		masked_for_fork = 1;
+}
+
+static void fork_done(void)
+{
+	if (!masked_for_fork)
+		return;
+	masked_for_fork = 0;
+	pthread_sigmask(SIG_SETMASK, &mask_before_fork, NULL);
 }
 
 void signals_install(void)
 {
 	size_t i;
 
+	pthread_atfork(fork_prepare, fork_done, fork_done);
+
+	/* now, not later in a signal handler (the program's, resetting) */
+	resolve(&real_signal, "signal");
+	resolve(&real_bsd_signal, "bsd_signal");
+	resolve(&real_sysv_signal, "sysv_signal");
+	resolve(&real_sigset, "sigset");
 	for (i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
 		if (fatal[i] != ht_cfg.mark_signal)
 			install(fatal[i], NULL, on_fatal_signal, SA_RESETHAND | SA_NODEFER);
@@ -155,85 +332,77 @@ void signals_install(void)
 HT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	sigaction_fn real = real_sigaction();
-	int ret;
+	struct sigaction prev;
+	int mine, ret;
 
 	if (!real) {
 		errno = ENOSYS;
 		return -1;
 	}
-	if (!is_ours(sig))
+	mine = is_ours(sig);
+	if (!mine && (!act || !is_fatal(sig)))
 		return real(sig, act, old);
+	if (mine)
+		prev = shown[sig];
 	if (act) {
-		ret = real(sig, act, NULL);
+		ret = real(sig, act, mine ? NULL : &prev);
 		if (ret)
 			return ret;
-		atomic_fetch_and(&ours, ~bit(sig));
+		if (act->sa_handler == SIG_DFL || (act->sa_flags & SA_RESETHAND))
+			adopt(sig);
 	}
-	if (old) {
-		memset(old, 0, sizeof(*old));
-		old->sa_handler = SIG_DFL;
-	}
+	if (old)
+		*old = prev;
 	return 0;
 }
-
-typedef void (*handler_t)(int);
 
 /*
  * The rest of the family keeps libc's own semantics (signal() restarts
  * system calls unless siginterrupt() said otherwise, sysv_signal() resets,
- * sigset() holds): the real function does the work, and only the handler it
- * reports is hidden when it was ours.
+ * sigset() holds): the real function does the work (through libc's
+ * internal sigaction, which we do not see), the handler it reports is the
+ * one the program would find, and then SIG_DFL or a resetting handler is
+ * adopted as above.
  */
-static handler_t hide_ours(int sig, handler_t old)
-{
-	if (old != SIG_ERR && our_handler(old)) {
-		atomic_fetch_and(&ours, ~bit(sig));
-		return SIG_DFL;
-	}
-	return old;
-}
-
-typedef handler_t (*signal_fn)(int, handler_t);
-
 static handler_t call_real(signal_fn *cache, const char *name, int sig, handler_t fn)
 {
-	signal_fn real = *cache;
+	signal_fn real = resolve(cache, name);
+	handler_t old, was = SIG_DFL;
 
-	if (!real)
-		real = *cache = (signal_fn)dlsym(RTLD_NEXT, name);
 	if (!real) {
 		errno = ENOSYS;
 		return SIG_ERR;
 	}
-	return hide_ours(sig, real(sig, fn));
+	if (is_ours(sig))
+		was = shown[sig].sa_handler;
+	old = real(sig, fn);
+	if (old == SIG_ERR)
+		return old;
+	if (our_handler(old))
+		old = was;
+	if (fn != SIG_IGN && fn != SIG_HOLD && fn != SIG_ERR)
+		adopt(sig);
+	return old;
 }
 
 HT_EXPORT handler_t signal(int sig, handler_t fn)
 {
-	static signal_fn real;
-
-	return call_real(&real, "signal", sig, fn);
+	return call_real(&real_signal, "signal", sig, fn);
 }
 
 handler_t bsd_signal(int sig, handler_t fn);	/* no longer in the headers */
 
 HT_EXPORT handler_t bsd_signal(int sig, handler_t fn)
 {
-	static signal_fn real;
-
-	return call_real(&real, "bsd_signal", sig, fn);
+	return call_real(&real_bsd_signal, "bsd_signal", sig, fn);
 }
 
 HT_EXPORT handler_t sysv_signal(int sig, handler_t fn)
 {
-	static signal_fn real;
-
-	return call_real(&real, "sysv_signal", sig, fn);
+	return call_real(&real_sysv_signal, "sysv_signal", sig, fn);
 }
 
 HT_EXPORT handler_t sigset(int sig, handler_t fn)
 {
-	static signal_fn real;
-
-	return call_real(&real, "sigset", sig, fn);
+	return call_real(&real_sigset, "sigset", sig, fn);
 }
