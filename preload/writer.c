@@ -401,8 +401,11 @@ static void append_packed(struct ht_buf **g, int n)
 static void drain_full(void)
 {
 	struct ht_buf *b = threads_take_full(), *g[GROUP_MAX], **pp;
-	int packing = ht_cfg.pack != HT_PACK_OFF && b && pack_policy_now();
+	int packing;
 
+	if (!b)
+		return;
+	packing = ht_cfg.pack != HT_PACK_OFF && pack_policy_now();
 	threads_set_wake_after(packing ? 32 : 4);
 	while (b) {
 		size_t bytes;
