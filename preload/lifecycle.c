@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -59,16 +60,62 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-static void locate_self(void)
+/* Our code's address range, or [0, 0) when it could not be found. */
+static void locate_self(uintptr_t range[2])
 {
 	Dl_info dli;
-	uintptr_t range[2] = { 0, 0 };
 
+	range[0] = range[1] = 0;
 	if (!dladdr((void *)locate_self, &dli))
 		return;
 	range[0] = (uintptr_t)dli.dli_fbase;
 	if (dl_iterate_phdr(find_self, range) == 1)
 		stacks_set_self_range(range[0], range[1]);
+	else
+		range[0] = range[1] = 0;
+}
+
+/*
+ * Is the program's malloc ours?  Another one ahead of the shim (an earlier
+ * LD_PRELOAD entry such as "libtcmalloc.so libheaptrail.so", or a malloc
+ * defined by the executable itself) takes the program's calls, and only
+ * what it lacks reaches the shim (reallocarray, say): a dump of stray
+ * blocks that look leaked.  A wrapper that hands every call on to the next
+ * malloc (heaptrack's, libmemusage) is fine, and which of the two it is
+ * cannot be told safely from here: say so once, name it, and go on.
+ */
+static void check_malloc_is_ours(const uintptr_t self[2])
+{
+	void *first = dlsym(RTLD_DEFAULT, "malloc");
+	char msg[PATH_MAX + 256];
+	struct ht_str s;
+	Dl_info dli;
+	const ElfW(Sym) *sym = NULL;
+
+	if (!first || !self[1] || ((uintptr_t)first >= self[0] && (uintptr_t)first < self[1]))
+		return;
+	/*
+	 * A non-PIE executable that takes malloc's address has it as an
+	 * undefined symbol whose value is its PLT entry: that is what dlsym()
+	 * returns, and it leads to the first definition, ours or not.  Only a
+	 * definition says anything.
+	 */
+	if (!dladdr1(first, &dli, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    sym->st_shndx == SHN_UNDEF)
+		return;
+	str_init(&s, msg, sizeof(msg));
+	str_add(&s, "the program's malloc is ");
+	if (dli.dli_fname && dli.dli_fname[0]) {
+		str_add(&s, "that of '");
+		str_add(&s, dli.dli_fname);
+		str_add(&s, "'");
+	} else {
+		str_add(&s, "the executable's own");
+	}
+	str_add(&s, ", found before libheaptrail.so's: unless it hands every call on to the "
+		"next malloc, what it allocates is not recorded (put libheaptrail.so first "
+		"in LD_PRELOAD, as 'heaptrail record' does)");
+	ht_msg(msg);
 }
 
 /*
@@ -169,6 +216,7 @@ void ht_init(void)
 	int expected = HT_OFF;
 	int saved = errno;
 	int was = ht_in_shim;
+	uintptr_t self[2];
 
 	if (!atomic_compare_exchange_strong(&ht_phase, &expected, HT_STARTING))
 		return;
@@ -181,7 +229,8 @@ void ht_init(void)
 	if (!ht_cfg.follow && !only_the_first_image())
 		goto off;
 	clock_init();
-	locate_self();
+	locate_self(self);
+	check_malloc_is_ours(self);
 	if (!address_space_allows()) {
 		ht_msg("the address-space limit (ulimit -v) leaves no room for the shim's buffers: running untraced");
 		goto off;

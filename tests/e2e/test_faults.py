@@ -23,6 +23,11 @@ plus at most the one line the fault deserves.
   bad HEAPTRAIL_*  each bad value: one line naming it, the default used, the
                    target traced and unchanged; all at once: one line each;
                    HEAPTRAIL_QUIET: none
+  malloc ahead     another allocator before the shim in LD_PRELOAD (jemalloc,
+                   tcmalloc, mimalloc: whichever is installed): the target
+                   unchanged, one line naming it and saying to put the shim
+                   first; the shim first, or a wrapper that is not an
+                   allocator before it: no line
 """
 
 import os
@@ -352,11 +357,51 @@ def case_bad_values():
     unchanged_but_one_line("all bad, HEAPTRAIL_QUIET", plain, traced, lines=0)
 
 
+# --- another malloc ahead of the shim ----------------------------------------------------
+
+ALLOCATORS = ["/usr/lib/x86_64-linux-gnu/" + n for n in
+              ("libjemalloc.so.2", "libtcmalloc_minimal.so.4", "libmimalloc.so.2")]
+
+
+def case_malloc_ahead():
+    exe = churn()
+    found = [a for a in ALLOCATORS if os.path.exists(a)]
+    if not found:
+        raise Skip("no other allocator installed (libjemalloc2, libtcmalloc-minimal4, "
+                   "libmimalloc2.0)")
+    d = fresh_dir("ahead")
+    argv = [exe, "3", "2000"]
+    for lib in found:
+        name = os.path.basename(lib)
+        env = check.clean_env()
+        env["LD_PRELOAD"] = lib
+        plain = rel.run(argv, env=env, cwd=d)
+        T.eq("%s alone: exits 0" % name, plain.returncode, 0)
+        env = rel.shim_env(os.path.join(d, name + ".htr"))
+        env["LD_PRELOAD"] = lib + " " + check.SHIM
+        traced = rel.run(argv, env=env, cwd=d)
+        got = unchanged_but_one_line("%s ahead of the shim" % name, plain, traced, lib)
+        T.check("%s ahead of the shim: the line says to put the shim first" % name,
+                got and "put libheaptrail.so first" in got[0], repr(got))
+        env["LD_PRELOAD"] = check.SHIM + " " + lib
+        traced = rel.run(argv, env=env, cwd=d)
+        unchanged_but_one_line("%s after the shim" % name, plain, traced, lines=0)
+    # a library before the shim that defines no malloc: nothing to say
+    other = os.path.join(check.TARGETS, "libonecall.so")
+    if os.path.exists(other):
+        plain = rel.run(argv, cwd=d)
+        env = rel.shim_env(os.path.join(d, "other.htr"))
+        env["LD_PRELOAD"] = other + " " + check.SHIM
+        traced = rel.run(argv, env=env, cwd=d)
+        unchanged_but_one_line("a library without malloc ahead of the shim", plain, traced,
+                               lines=0)
+
+
 def main():
     cases = [("disk full", case_disk_full), ("unwritable", case_unwritable),
              ("unwritable in a constructor", case_unwritable_in_ctor),
              ("sigkill", case_sigkill), ("ulimit", case_ulimit),
-             ("bad values", case_bad_values)]
+             ("bad values", case_bad_values), ("malloc ahead", case_malloc_ahead)]
     try:
         rel.run_cases(T, cases, "FAULTS_ONLY")
     finally:
