@@ -1,5 +1,6 @@
 /* real.c - finds the real allocator under the shim; bootstrap pool for dlsym */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -96,22 +97,50 @@ int real_resolve(void)
 _Atomic int ht_glibc_chunks;
 static _Atomic int verify_left;
 
+/* The two addresses asked about, and which of them lie in libc.so.6's code. */
+struct in_libc {
+	uintptr_t addr[2];
+	int found[2];
+};
+
+static int find_in_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct in_libc *q = arg;
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	size_t n = strlen(name), k = sizeof("libc.so.6") - 1;
+	int i, j;
+
+	(void)size;
+	if (n < k || strcmp(name + n - k, "libc.so.6") || (n > k && name[n - k - 1] != '/'))
+		return 0;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		for (j = 0; j < 2; j++)
+			if (q->addr[j] >= lo && q->addr[j] - lo < ph->p_memsz)
+				q->found[j] = 1;
+	}
+	return 1;
+}
+
 /*
  * Are malloc and malloc_usable_size, as the shim found them, the C
- * library's own?  Asked of libc.so.6 by name (a hash lookup; dladdr()
- * searched every symbol of the object, 3% of a short process's start).
+ * library's own?  Their addresses against libc.so.6's code, from the
+ * loader's list of objects: no symbol search (dladdr() searched every
+ * symbol of the object, 3% of a short process's start), and no dlopen(),
+ * which a library loaded ahead of the shim may wrap under a lock it holds
+ * while it allocates (heaptrack's preload library: a deadlock).
  */
 static int from_libc(void)
 {
-	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-	int same;
+	struct in_libc q = { { (uintptr_t)ht_real.malloc, (uintptr_t)ht_real.malloc_usable_size },
+			     { 0, 0 } };
 
-	if (!libc)
-		return 0;
-	same = dlsym(libc, "malloc") == (void *)ht_real.malloc &&
-	       dlsym(libc, "malloc_usable_size") == (void *)ht_real.malloc_usable_size;
-	dlclose(libc);
-	return same;
+	dl_iterate_phdr(find_in_libc, &q);
+	return q.found[0] && q.found[1];
 }
 
 /*

@@ -26,8 +26,9 @@ plus at most the one line the fault deserves.
   malloc ahead     another allocator before the shim in LD_PRELOAD (jemalloc,
                    tcmalloc, mimalloc: whichever is installed): the target
                    unchanged, one line naming it and saying to put the shim
-                   first; the shim first, or a wrapper that is not an
-                   allocator before it: no line
+                   first; the shim first, or a library without malloc
+                   before it: no line; heaptrack's preload library (a
+                   wrapper, hooking dlopen) before it: no hang, one line
 """
 
 import os
@@ -386,6 +387,19 @@ def case_malloc_ahead():
         env["LD_PRELOAD"] = check.SHIM + " " + lib
         traced = rel.run(argv, env=env, cwd=d)
         unchanged_but_one_line("%s after the shim" % name, plain, traced, lines=0)
+    # a wrapper that hooks dlopen() under a lock it holds while it allocates
+    # (heaptrack's preload library, without heaptrack): the shim's start
+    # once called dlopen() from inside that allocation and waited for ever
+    wrapper = "/usr/lib/heaptrack/libheaptrack_preload.so"
+    if os.path.exists(wrapper):
+        env = check.clean_env()
+        env["LD_PRELOAD"] = wrapper
+        plain = rel.run(argv, env=env, cwd=d)
+        env = rel.shim_env(os.path.join(d, "wrapper.htr"))
+        env["LD_PRELOAD"] = wrapper + " " + check.SHIM
+        traced = rel.run(argv, env=env, cwd=d)
+        unchanged_but_one_line("heaptrack's preload library ahead of the shim", plain, traced,
+                               wrapper)
     # a library before the shim that defines no malloc: nothing to say
     other = os.path.join(check.TARGETS, "libonecall.so")
     if os.path.exists(other):
