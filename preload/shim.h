@@ -633,6 +633,10 @@ static inline unsigned ht_api_for(unsigned api, size_t size)
 
 /* ---- signals.c ---- */
 void signals_install(void);
+/* A fatal signal from outside deferred to the end of the event (release() in thread.c). */
+extern __thread volatile int ht_signal_pending __attribute__((tls_model("initial-exec")));
+void signals_run_pending(void);	/* acts on it: END record, default action, raise */
+int thread_busy(void);		/* thread.c: the caller's buffer is BUSY (inside an event) */
 
 /* ---- lifecycle.c ---- */
 void ht_init(void);		/* idempotent; called on first intercepted call */

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -159,24 +161,128 @@ static void adopt(int sig)
 }
 
 /*
- * Where the signal found the thread decides what may be done: anywhere but
- * the shim's own book-keeping (which may hold its buffer or a spinlock).
- * Inside the real allocator nothing of ours is held, so the last frame can
- * be written even when the allocator itself crashed.
+ * A signal sent from outside (another process, a tty, a timer) that finds
+ * the thread in the middle of an event, its buffer BUSY (thread.c), is
+ * deferred: the END record cannot be written then (the writer's last round
+ * would wait for the buffer and lose it), and a few instructions later it
+ * can.  The handler notes the signal in ht_signal_pending, puts itself back
+ * (SA_RESETHAND made the disposition SIG_DFL on delivery) and returns; the
+ * thread finishes its event and, where it lets its buffer go (release() in
+ * thread.c: the end of every event, also before thread_begin() waits for
+ * a buffer from a slow writer), calls signals_run_pending(), which does
+ * what the handler would have done outside the shim.  The cost on the
+ * event path: one thread-local load and a branch never taken.
+ *
+ * Which signals: only those nobody raises synchronously, by number: TERM,
+ * INT, HUP, QUIT, ALRM, VTALRM, XCPU, USR1, USR2 (the 'sent' set below).
+ * Not SEGV, BUS, ILL, FPE (returning re-executes the faulting
+ * instruction), ABRT, SYS (the thread's own abort() or system call), nor
+ * PIPE and XFSZ: the kernel sends those for the thread's own write()
+ * with si_code SI_USER and the process's own pid, exactly as kill()
+ * would, so si_code cannot tell them apart.  And of the sent set only
+ * what came from outside: si_code SI_KERNEL (tty, alarm(), setitimer(),
+ * RLIMIT_CPU, a session leader's death) or SI_TIMER (timer_create()), or
+ * SI_USER, SI_TKILL, SI_QUEUE from another process.  One the process
+ * sent itself may be raise() in a program's handler that interrupted the
+ * shim: the program expects raise() not to return, so it is acted on at
+ * once, as before (no END record in the middle of an event).
+ *
+ * The first pending signal is the one the process dies of: another that
+ * comes meanwhile (the same, or another, on this thread) finds ours in
+ * place and is dropped, as the first one would have ended the process
+ * before it without the shim.  Nothing is blocked while one is pending.
+ * The writer thread blocks every signal (writer.c), so only program
+ * threads ever run this handler.  A forked child starts with nothing
+ * pending (fork_child()).
+ *
+ * A thread in the shim but not in an event (unwinding before it, waiting
+ * for a buffer, inside the real allocator) holds nothing the writer's last
+ * round needs (its spinlocks are taken with the buffer BUSY or by the
+ * writer itself), so it writes the END record at once.
  */
-static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
+__thread volatile int ht_signal_pending __attribute__((tls_model("initial-exec")));
+
+/*
+ * The process is dying of a signal: the first thread to write its END
+ * record sets 'dying'; another thread that comes to die meanwhile waits for
+ * it to end the process (bounded: the writer's wait is, at 5 s) rather
+ * than raise its own signal in the middle of the last frame.  'finishing'
+ * is the thread writing it: a later signal from outside there just returns,
+ * a fault there ends the process at once.
+ */
+static _Atomic int dying;
+static __thread int finishing;
+
+static const int sent[] = {
+	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU,
+};
+
+static int is_sent(int sig)
 {
-	int saved = errno;
-	int guard = ht_in_shim;
+	size_t i;
+
+	for (i = 0; i < sizeof(sent) / sizeof(sent[0]); i++)
+		if (sent[i] == sig)
+			return 1;
+	return 0;
+}
+
+/* Sent from outside, so it may wait for the end of the event (see above). */
+static int from_outside(int sig, const siginfo_t *si)
+{
+	if (!si || !is_sent(sig))
+		return 0;
+	if (si->si_code == SI_KERNEL || si->si_code == SI_TIMER)
+		return 1;
+	if (si->si_code == SI_USER || si->si_code == SI_TKILL || si->si_code == SI_QUEUE)
+		return si->si_pid != getpid();
+	return 0;
+}
+
+/* Ours back on sig after SA_RESETHAND, unless the program put something there meanwhile. */
+static void rearm(int sig)
+{
+	struct sigaction cur, sa;
+	sigaction_fn real = real_sigaction();
+
+	if (!real || real(sig, NULL, &cur) || cur.sa_handler != SIG_DFL)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fatal_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	real(sig, &sa, NULL);
+}
+
+/*
+ * End the process of sig, with the END record when write_end.  Returns only
+ * for a fault that the retried instruction raises again, or when the
+ * signal did not end the process after all.
+ */
+static void die_of(int sig, siginfo_t *si, int write_end)
+{
+	int expected = 0;
 	struct sigaction dfl;
 
-	(void)uc;
-	if (guard == HT_GUARD_NONE || guard == HT_GUARD_REAL || guard == HT_GUARD_REAL_BUSY)
-		ht_stop(HTR_END_SIGNAL, sig);
+	if (ht_foreign_process()) {
+		/* a vfork child: our memory is its parent's, nothing of ours is its own */
+	} else if (atomic_compare_exchange_strong(&dying, &expected, sig)) {
+		finishing = 1;
+		if (write_end)
+			ht_stop(HTR_END_SIGNAL, sig);
+	} else if (!finishing) {
+		struct timespec ts = { 0, 10000000 };
+		int i;
+
+		/* another thread writes the END record, then ends the process */
+		for (i = 0; i < 1000 && atomic_load(&ht_phase) == HT_ON; i++)
+			syscall(SYS_nanosleep, &ts, NULL);
+		for (i = 0; i < 100; i++)	/* and its raise() */
+			syscall(SYS_nanosleep, &ts, NULL);
+	}
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	real_sigaction()(sig, &dfl, NULL);
-	errno = saved;
 	/*
 	 * A fault the kernel raised (SEGV, BUS, FPE, ILL from an instruction)
 	 * comes again when the instruction is retried, now with the default
@@ -187,6 +293,62 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 	    (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL))
 		return;
 	raise(sig);	/* delivered with the default action once we return */
+}
+
+/*
+ * Where the signal found the thread decides what may be done: anywhere but
+ * the shim's own book-keeping (which may hold its buffer or a spinlock).
+ * Inside the real allocator nothing of ours is held, so the last frame can
+ * be written even when the allocator itself crashed.  A signal from
+ * outside that finds an event under way waits for its end (see above).
+ */
+static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
+{
+	int saved = errno;
+	int guard = ht_in_shim;
+	int outside = from_outside(sig, si);
+
+	(void)uc;
+	if (outside && (finishing || ht_signal_pending)) {
+		/* the process dies of the first one: this one changes nothing */
+		rearm(sig);
+		errno = saved;
+		return;
+	}
+	if (outside && (guard == HT_GUARD_SHIM || guard == HT_GUARD_REAL_BUSY) &&
+	    thread_busy() && !ht_foreign_process()) {
+		ht_signal_pending = sig;
+		rearm(sig);
+		errno = saved;
+		return;
+	}
+	die_of(sig, si, guard == HT_GUARD_NONE || guard == HT_GUARD_REAL ||
+			guard == HT_GUARD_REAL_BUSY || (outside && guard == HT_GUARD_SHIM));
+	errno = saved;
+}
+
+/*
+ * The thread has let its buffer go with a signal pending (release() in
+ * thread.c): what on_fatal_signal() would have done outside the shim.  The
+ * signal was not blocked when it came, nor is it now unless the program's
+ * own handler, run inside the event, left it so: it is unblocked for the
+ * raise.
+ */
+void signals_run_pending(void)
+{
+	int saved = errno;
+	int sig = ht_signal_pending;
+	sigset_t set;
+
+	if (!sig)
+		return;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	die_of(sig, NULL, 1);
+	/* only if the signal did not end the process (someone ignores it now) */
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	ht_signal_pending = 0;
+	errno = saved;
 }
 
 static void on_mark_signal(int sig)
@@ -280,12 +442,9 @@ static signal_fn resolve(signal_fn *cache, const char *name)
  * delivered to the child once its dump is open (to the parent as fork
  * returns).  Signals a thread brings on itself (faults, SIGPIPE, SIGXFSZ,
  * abort's SIGABRT, SIGSYS) are never blocked: blocked, they would change
- * what happens.  The mask is back as it was before fork() returns.
+ * what happens.  The mask is back as it was before fork() returns.  (The
+ * signals others send are the 'sent' set above.)
  */
-static const int sent[] = {
-	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU,
-};
-
 static __thread sigset_t mask_before_fork;
 static __thread int masked_for_fork;
 
@@ -311,11 +470,20 @@ static void fork_done(void)
 	pthread_sigmask(SIG_SETMASK, &mask_before_fork, NULL);
 }
 
+/* The parent's pending signal, or its dying, is not the child's. */
+static void fork_child(void)
+{
+	ht_signal_pending = 0;
+	finishing = 0;
+	atomic_store(&dying, 0);
+	fork_done();
+}
+
 void signals_install(void)
 {
 	size_t i;
 
-	pthread_atfork(fork_prepare, fork_done, fork_done);
+	pthread_atfork(fork_prepare, fork_done, fork_child);
 
 	/* now, not later in a signal handler (the program's, resetting) */
 	resolve(&real_signal, "signal");

@@ -269,9 +269,26 @@ static inline void acquire(struct ht_thread *t)
 	acquire_wait(t);
 }
 
+/*
+ * The end of every event (and of every other BUSY stretch): a signal from
+ * outside that came meanwhile was deferred to here (signals.c).  The check
+ * comes after the store, which the compiler must not sink below it: a
+ * signal after the store finds the thread not BUSY and acts itself.
+ */
 static void release(struct ht_thread *t)
 {
 	atomic_store_explicit(&t->state, ST_IDLE, memory_order_release);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (HT_UNLIKELY(ht_signal_pending))
+		signals_run_pending();
+}
+
+/* Is the calling thread inside an event (its buffer BUSY)?  Async-signal-safe. */
+int thread_busy(void)
+{
+	struct ht_thread *t = ht_self;
+
+	return t && atomic_load_explicit(&t->state, memory_order_relaxed) == ST_BUSY;
 }
 
 /*

@@ -22,14 +22,25 @@ stdout, stderr and exit status).
   fork, then   fork_term: SIGTERM sent the moment fork() returns in the
   SIGTERM      parent, while the child's shim is opening its dump: every
                child's dump ends "killed by signal 15"
+  SIGTERM in   term_churn: 1 to 4 threads in a tight malloc/free loop, SIGTERM
+  malloc       sent to the process (kill, once or twice) or to one thread
+               (tgkill) at a random moment, or the kernel's SIGALRM of a
+               timer the target sets, 20 runs each: every dump ends
+               "killed by signal N" and holds, for the thread the signal found, every
+               allocation and free it completed (counters in a shared file
+               written after each call returns) and at most the one in
+               flight; for any thread never more than it started
   real         GNU sort killed by SIGPIPE (its handler re-raises), timeout
   programs     re-raising its child's SIGTERM, timeout's timer, dash killed
                by 'kill -TERM $$' (it sets SIG_DFL itself): same output and
                status, every dump with its END (skipped when not installed)
 """
 
+import ctypes
 import json
 import os
+import random
+import struct
 import shutil
 import signal
 import subprocess
@@ -38,8 +49,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 
 import check  # noqa: E402
+import htrdump  # noqa: E402
 import reliability as rel  # noqa: E402
 from check import Skip  # noqa: E402
 
@@ -197,6 +210,141 @@ def case_fork_term():
          {"how": "exit", "status": 0})
 
 
+# --- SIGTERM while the shim records ---------------------------------------------------
+
+CHURN_MAX = 8
+CHURN_SIZE = 1000
+
+
+def churn_counters(path):
+    """term_churn's counters file as {"ready", "tid": [..], "alloc_started": [..], ...}."""
+    with open(path, "rb") as f:
+        data = f.read()
+    words = struct.unpack("<%dQ" % (len(data) // 8), data)
+    n = words[1]
+    out = {"ready": words[0], "n": n}
+    for k, name in enumerate(("tid", "alloc_started", "alloc_done", "free_started",
+                              "free_done")):
+        base = 2 + k * CHURN_MAX
+        out[name] = list(words[base:base + n])
+    return out
+
+
+def churn_events(dump):
+    """{tid: [allocations of the worker's size, frees of those blocks]} in the dump."""
+    out = {}
+    live = {}
+    for flags, tid, base, data in htrdump.chunks(dump):
+        plain = htrdump.unpack_chunk(data) if flags & 16 else data
+        ev = htrdump.chunk_events(htrdump.Buf(plain), len(plain), base)
+        got = out.setdefault(tid, [0, 0])
+        mine = live.setdefault(tid, set())
+        for e in ev:
+            if e[0] == "alloc" and CHURN_SIZE <= e[4] < CHURN_SIZE + CHURN_MAX:
+                got[0] += 1
+                mine.add(e[3])
+            elif e[0] == "free" and e[3] in mine:
+                got[1] += 1
+                mine.discard(e[3])
+    return out
+
+
+def tgkill(pid, tid, sig):
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(234, ctypes.c_int(pid), ctypes.c_int(tid), ctypes.c_int(sig))
+
+
+def churn_run(exe, d, threads, how, rng):
+    """One run: start, wait for 'ready', then at a random moment SIGTERM to the
+    process ("kill", "kill twice") or to one thread ("tgkill"), or the
+    target's own timer's SIGALRM ("alarm").  Returns (status, end, counters,
+    events, the thread signalled or None)."""
+    dump = os.path.join(d, "run.htr")
+    cfile = os.path.join(d, "counters")
+    for f in rel.dumps_of(dump) if os.path.exists(dump) else []:
+        os.unlink(f)
+    if os.path.exists(cfile):
+        os.unlink(cfile)
+    argv = [exe, str(threads), cfile]
+    if how == "alarm":
+        argv.append(str(rng.randrange(1000, 30000)))
+    p = subprocess.Popen(argv, cwd=d,
+                         env=rel.shim_env(dump, {"HEAPTRAIL_QUIET": "1"}),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    target = None
+    try:
+        for _ in range(6000):
+            if os.path.exists(cfile) and os.path.getsize(cfile) >= 16 and \
+                    churn_counters(cfile)["ready"]:
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.005)
+        if how != "alarm":
+            time.sleep(rng.uniform(0.0, 0.03))
+        if how == "tgkill":
+            target = rng.randrange(threads)
+            tgkill(p.pid, churn_counters(cfile)["tid"][target], int(signal.SIGTERM))
+        elif how.startswith("kill"):
+            os.kill(p.pid, signal.SIGTERM)
+            if how == "kill twice":
+                os.kill(p.pid, signal.SIGTERM)
+        status = p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        rel.kill_group(p)
+        p.wait()
+        status = "hung"
+    end = end_of(dump)[0] if os.path.exists(dump) else "no dump"
+    return status, end, churn_counters(cfile), churn_events(dump), target
+
+
+def case_term_churn():
+    exe = check.built_target("term_churn")
+    rng = random.Random(int(os.environ.get("ENDRECORD_SEED", "0")) or None)
+    runs = int(os.environ.get("ENDRECORD_CHURN_RUNS", "20"))
+    d = check.fresh_dir(WORK, "term-churn")
+    for threads, how in ((1, "kill"), (4, "kill twice"), (3, "tgkill"), (2, "alarm")):
+        sig = int(signal.SIGALRM if how == "alarm" else signal.SIGTERM)
+        want_end = {"how": "signal", "status": sig}
+        directed = how == "tgkill"
+        label = "%s, %d thread%s in malloc/free" % (
+            {"kill": "SIGTERM to the process", "kill twice": "SIGTERM twice to the process",
+             "tgkill": "SIGTERM to one thread", "alarm": "SIGALRM of a timer"}[how],
+            threads, "s" if threads > 1 else "")
+        bad_status, bad_end, over, short = [], [], [], []
+        for run in range(runs):
+            status, end, c, ev, target = churn_run(exe, d, threads, how, rng)
+            if status != -sig:
+                bad_status.append((run, status))
+            if end != want_end:
+                bad_end.append((run, end))
+                continue
+            held = [ev.get(c["tid"][i], [0, 0]) for i in range(threads)]
+            for i in range(threads):
+                if held[i][0] > c["alloc_started"][i] or held[i][1] > c["free_started"][i]:
+                    over.append((run, i, held[i], c["alloc_started"][i], c["free_started"][i]))
+
+            def complete(i):
+                return (c["alloc_done"][i] <= held[i][0] <= c["alloc_started"][i] and
+                        c["free_done"][i] <= held[i][1] <= c["free_started"][i])
+            # the thread the signal found stopped there: all it completed is in
+            if directed:
+                ok = complete(target)
+            else:
+                ok = any(complete(i) for i in range(threads))
+            if not ok:
+                short.append((run, target, held, c["alloc_done"], c["free_done"]))
+        T.check(label + ": every run dies of signal %d" % sig, not bad_status,
+                "%d of %d do not: %r" % (len(bad_status), runs, bad_status[:5]))
+        T.check(label + ": every dump ends 'killed by signal %d'" % sig, not bad_end,
+                "%d of %d do not: %r" % (len(bad_end), runs, bad_end[:5]))
+        T.check(label + ": no thread has more events than it started", not over,
+                "%d: %r" % (len(over), over[:3]))
+        T.check(label + ": the signalled thread's completed calls are all in the dump",
+                not short, "%d of %d runs not: %r" % (len(short), runs, short[:3]))
+
+
 # --- real programs ------------------------------------------------------------------------
 
 def tool(name):
@@ -276,7 +424,8 @@ def case_timeout():
 
 def main():
     cases = [("re-raise", case_reraise), ("daemon", case_daemon),
-             ("fork then SIGTERM", case_fork_term), ("sort", case_sort),
+             ("fork then SIGTERM", case_fork_term), ("SIGTERM in malloc", case_term_churn),
+             ("sort", case_sort),
              ("timeout", case_timeout)]
     try:
         rel.run_cases(T, cases, "ENDRECORD_ONLY")
