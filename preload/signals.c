@@ -85,6 +85,34 @@ static int our_handler(handler_t h)
 	       (void *)h == (void *)on_wrapped_info_signal;
 }
 
+static const int sent[] = {
+	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU,
+};
+
+static int is_sent(int sig)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(sent) / sizeof(sent[0]); i++)
+		if (sent[i] == sig)
+			return 1;
+	return 0;
+}
+
+/*
+ * Our fatal handler's flags.  SA_RESETHAND for what a fault or the thread
+ * itself raises: a second one inside our handler ends the process instead
+ * of running it again.  Not for the signals sent from outside: the kernel
+ * would make the disposition SIG_DFL as it delivers one, and a second one
+ * sent at once (kill twice, a service manager's TERM then KILL is not it,
+ * but two TERMs are common) would end the process before the handler put
+ * itself back, without the END record.  die_of() sets SIG_DFL itself.
+ */
+static int fatal_flags(int sig)
+{
+	return is_sent(sig) ? SA_NODEFER : SA_RESETHAND | SA_NODEFER;
+}
+
 static int is_fatal(int sig)
 {
 	size_t i;
@@ -134,7 +162,7 @@ static void adopt(int sig)
 	memset(&sa, 0, sizeof(sa));
 	if (cur.sa_handler == SIG_DFL) {
 		sa.sa_sigaction = on_fatal_signal;
-		sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+		sa.sa_flags = SA_SIGINFO | fatal_flags(sig);
 		sigemptyset(&sa.sa_mask);
 	} else if (cur.sa_handler != SIG_IGN && (cur.sa_flags & SA_RESETHAND)) {
 		/*
@@ -213,20 +241,6 @@ __thread volatile int ht_signal_pending __attribute__((tls_model("initial-exec")
 static _Atomic int dying;
 static __thread int finishing;
 
-static const int sent[] = {
-	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU,
-};
-
-static int is_sent(int sig)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(sent) / sizeof(sent[0]); i++)
-		if (sent[i] == sig)
-			return 1;
-	return 0;
-}
-
 /* Sent from outside, so it may wait for the end of the event (see above). */
 static int from_outside(int sig, const siginfo_t *si)
 {
@@ -249,7 +263,7 @@ static void rearm(int sig)
 		return;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fatal_signal;
-	sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+	sa.sa_flags = SA_SIGINFO | fatal_flags(sig);
 	sigemptyset(&sa.sa_mask);
 	real(sig, &sa, NULL);
 }
@@ -492,7 +506,7 @@ void signals_install(void)
 	resolve(&real_sigset, "sigset");
 	for (i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
 		if (fatal[i] != ht_cfg.mark_signal)
-			install(fatal[i], NULL, on_fatal_signal, SA_RESETHAND | SA_NODEFER);
+			install(fatal[i], NULL, on_fatal_signal, fatal_flags(fatal[i]));
 	if (ht_cfg.mark_signal)
 		install(ht_cfg.mark_signal, on_mark_signal, NULL, SA_RESTART);
 }
