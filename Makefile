@@ -26,6 +26,8 @@ SHIM_SRC = $(sort $(wildcard preload/*.c))
 SHIM_OBJ = $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
 ANA_SRC = $(sort $(wildcard analyzer/*.c))
 ANA_OBJ = $(ANA_SRC:%.c=$(BUILD)/obj/%.o)
+# 'heaptrail pack' runs the shim's own packer: one source, built for both
+ANA_OBJ += $(BUILD)/obj/analyzer-shared/chunkpack.o
 ANA_LIB_OBJ = $(filter-out $(BUILD)/obj/analyzer/main.o,$(ANA_OBJ))
 
 SHIM_CFLAGS = $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
@@ -46,6 +48,10 @@ $(BUILD)/obj/preload/%.o: preload/%.c $(wildcard preload/*.h) $(wildcard common/
 	$(CC) $(SHIM_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/analyzer/%.o: analyzer/%.c $(wildcard analyzer/*.h) $(wildcard common/*.h) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ANA_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/analyzer-shared/%.o: preload/%.c preload/%.h $(wildcard common/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ANA_CFLAGS) -c $< -o $@
 

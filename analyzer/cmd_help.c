@@ -331,6 +331,24 @@ static const struct help_entry {
 	  "example:\n"
 	  "  heaptrail pprof server.htr -o server.pb.gz\n"
 	  "  go tool pprof -top -sample_index=inuse_space server.pb.gz\n" },
+	{ "pack",
+	  "usage: heaptrail pack DUMP [-o OUT] [--level N]\n"
+	  "\n"
+	  "Rewrites a dump smaller: its chunks packed into columns (as the shim\n"
+	  "does with CPU to spare, HEAPTRAIL_PACK), a thread's chunks of one frame\n"
+	  "joined, every frame compressed again at zstd level N.  Nothing is lost:\n"
+	  "every analysis reads the same figures from the packed dump.  Use it on\n"
+	  "a dump recorded while every core was busy (HEAPTRAIL_PACK=auto did not\n"
+	  "pack) before you keep or ship it.  A dump cut short or damaged is packed\n"
+	  "up to its last good frame, with a warning.\n"
+	  "\n"
+	  "options:\n"
+	  "  -o, --output OUT  write OUT (default: DUMP itself, replaced once the\n"
+	  "                    packed dump is complete)\n"
+	  "  --level N         zstd level, 1 to 19 (default 9)\n"
+	  "\n"
+	  "example:\n"
+	  "  heaptrail pack run.htr -o run.packed.htr\n" },
 	{ "help",
 	  "usage: heaptrail help [VERB]\n"
 	  "\n"

@@ -36,6 +36,7 @@ int cmd_gate(int argc, char **argv);
 int cmd_html(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_pprof(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 
 /* cmd_help.c.  main() hands the verb table over before dispatching. */
 void help_register(const struct command *cmds, size_t n);

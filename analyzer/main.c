@@ -21,6 +21,7 @@ static const struct command commands[] = {
 	{ "html", cmd_html, "one self-contained HTML report: timeline, top sites, flame graph, clients, pages" },
 	{ "flame", cmd_flame, "folded stacks of a cost (leaked, peak, ...) for flame graph tools" },
 	{ "pprof", cmd_pprof, "a pprof profile (gzip'd protobuf) for go tool pprof, Pyroscope, Parca" },
+	{ "pack", cmd_pack, "rewrite a dump smaller: chunks packed into columns, zstd again" },
 	{ "help", cmd_help, "help for a verb: heaptrail help VERB" },
 };
 

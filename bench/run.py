@@ -344,6 +344,9 @@ class Bench:
                 st["bytes_per_event"] = st["dump_bytes_median"] / events
             if st["kind"] == "heaptrail":
                 st["packed_share"] = packed_share(st["dump"])
+            if (cname == "heaptrail" and "heaptrack" in stats and events and
+                    not tot.get("sample_bytes")):
+                self.pack_after(name, st, events)
             if expect and st["kind"] == "heaptrail":
                 ea, ef = expect
                 ok = (ea <= tot["allocations"] <= ea + COUNT_SLACK and
@@ -354,6 +357,22 @@ class Bench:
                                "wrong event counts: the workload made %d mallocs and %d frees, "
                                "the dump has %d allocations and %d frees"
                                % (ea, ef, tot["allocations"], tot["frees"]))
+
+    def pack_after(self, name, st, events):
+        """`heaptrail pack` on the default configuration's latest dump: the
+        size a dump recorded at full speed (not packed while every core was
+        busy) has once packed afterwards, and how long packing took."""
+        out = st["dump"] + ".packed"
+        t0 = time.monotonic()
+        p = subprocess.run([self.cli, "pack", st["dump"], "-o", out], capture_output=True)
+        took = time.monotonic() - t0
+        if p.returncode != 0 or not os.path.exists(out):
+            self.error(name, "heaptrail", ["heaptrail", "pack", st["dump"], "-o", out], {},
+                       "pack failed", p.stderr.decode("utf-8", "replace").strip()[-800:])
+            return
+        st["pack_after_bytes_per_event"] = os.path.getsize(out) / events
+        st["pack_after_seconds"] = round(took, 3)
+        os.unlink(out)
 
     # ---------------------------------------------------------------- parts
 
@@ -622,6 +641,10 @@ class Bench:
                 if a is not None and b is not None:
                     add("%s: dump bytes/event %s <= heaptrack (%.2f)" % (wl, cn, b), a, b,
                         a <= b, "%.2f")
+            a = c.get("heaptrail", {}).get("pack_after_bytes_per_event")
+            if a is not None and b is not None:
+                add("%s: dump bytes/event heaptrail + pack <= heaptrack (%.2f)" % (wl, b), a, b,
+                    a <= b, "%.2f")
         s = W.get("sampling", {}).get("slowdown", {}).get("sampled")
         add("mtmalloc: sampling (%d) overhead <= %d%%" % (SAMPLE_BYTES,
                                                          MAX_SAMPLING_OVERHEAD * 100),
@@ -680,6 +703,10 @@ class Bench:
                       for c, st in w["configs"].items() if st.get("packed_share") is not None]
             if packed:
                 print("%-13s chunks packed: %s" % ("", ", ".join(packed)))
+            pa = w["configs"].get("heaptrail", {})
+            if pa.get("pack_after_bytes_per_event") is not None:
+                print("%-13s heaptrail's dump after `heaptrail pack`: %.2f bytes/event (%.2f s)" % (
+                    "", pa["pack_after_bytes_per_event"], pa["pack_after_seconds"]))
             if w.get("overhead_ratio") is not None:
                 print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
                     "", w["overhead_ratio"]))

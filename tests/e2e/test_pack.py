@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""test_pack.py - heaptrail pack: a dump rewritten smaller, nothing lost.
+
+The target is rel_churn (threads allocating, reallocating, freeing and
+handing blocks to each other; it prints what it allocated per site).
+
+  unpacked dump   recorded with HEAPTRAIL_PACK=0, packed: smaller; the
+                  process record says packed; scripts/htrdump.py (the
+                  independent decoder) finds every thread's events exactly
+                  as in the unpacked dump, in the same order; report,
+                  leaks, frag, timeline and clients print the same JSON
+                  (but the dump's name), and report's allocations per site
+                  are the program's own
+  packed dump     recorded with HEAPTRAIL_PACK=1, packed again (joined
+                  chunks, a higher level): the same events
+  in place        'heaptrail pack DUMP' replaces DUMP with the packed one
+  cut short       a dump cut in the middle of a frame (a killed program):
+                  one warning line, exit 0, the packed dump holds the events
+                  of the frames before the cut, as the reader reads them
+  bad input       not a dump, an empty file, a missing file, a bad --level,
+                  an unwritable output: one line, exit 2, no output left
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+
+import check  # noqa: E402
+import htrdump  # noqa: E402
+import reliability as rel  # noqa: E402
+from check import Skip  # noqa: E402
+
+T = check.Suite("pack")
+WORK = tempfile.mkdtemp(prefix="heaptrail-pack-")
+
+
+def fresh_dir(name):
+    return check.fresh_dir(WORK, name)
+
+
+def churn():
+    path = os.path.join(check.TARGETS, "rel_churn")
+    if not os.access(path, os.X_OK):
+        raise Skip("%s is not built (make test-targets)" % path)
+    return path
+
+
+def record(d, name, pack):
+    """rel_churn 4 threads under the shim; (dump path, its stdout)."""
+    dump = os.path.join(d, name)
+    cp = rel.run([churn(), "4", "3000"], env=rel.shim_env(dump, {"HEAPTRAIL_PACK": pack}), cwd=d)
+    T.eq("%s: the target exits 0" % name, cp.returncode, 0)
+    return dump, check.text(cp.stdout)
+
+
+def events_by_thread(dump):
+    """Every thread's events, decoded by scripts/htrdump.py; and the PROCESS flags."""
+    out, flags = {}, None
+    for flags, tid, base, data in htrdump.chunks(dump):
+        plain = htrdump.unpack_chunk(data) if flags & 16 else data
+        out.setdefault(tid, []).extend(
+            htrdump.chunk_events(htrdump.Buf(plain), len(plain), base))
+    return out, flags
+
+
+def pack(*args):
+    return check.run([check.HEAPTRAIL, "pack"] + list(args))
+
+
+def same_analyses(label, a, b):
+    """The JSON of several verbs on dumps a and b, the dump's name aside."""
+    for verb, extra in (("report", ["--top", "0"]), ("leaks", []), ("frag", []),
+                        ("timeline", []), ("clients", [])):
+        ca, da = check.analyze(verb, a, *extra)
+        cb, db = check.analyze(verb, b, *extra)
+        T.eq("%s: %s exits as on the unpacked dump" % (label, verb), cb.returncode,
+             ca.returncode)
+        text_a = json.dumps(da, sort_keys=True).replace(json.dumps(os.path.basename(a)), "D")
+        text_b = json.dumps(db, sort_keys=True).replace(json.dumps(os.path.basename(b)), "D")
+        text_a = text_a.replace(json.dumps(a), "D")
+        text_b = text_b.replace(json.dumps(b), "D")
+        T.check("%s: %s prints the same" % (label, verb), da is not None and text_a == text_b,
+                "exit %d / %d" % (ca.returncode, cb.returncode))
+
+
+def program_sites(stdout):
+    """rel_churn prints 'site NAME allocations N bytes B' per site: {NAME: (N, B)}."""
+    out = {}
+    for line in stdout.splitlines():
+        p = line.split()
+        if len(p) == 6 and p[0] == "site":
+            out[p[1]] = (int(p[3]), int(p[5]))
+    return out
+
+
+def case_unpacked():
+    d = fresh_dir("unpacked")
+    dump, out = record(d, "u.htr", "0")
+    packed = os.path.join(d, "p.htr")
+    cp = pack(dump, "-o", packed)
+    T.eq("unpacked: pack exits 0", cp.returncode, 0)
+    T.check("unpacked: the packed dump is smaller",
+            os.path.exists(packed) and os.path.getsize(packed) < 0.8 * os.path.getsize(dump),
+            "%d -> %d" % (os.path.getsize(dump),
+                          os.path.getsize(packed) if os.path.exists(packed) else -1))
+    ev_u, flags_u = events_by_thread(dump)
+    ev_p, flags_p = events_by_thread(packed)
+    T.check("unpacked: the recorded dump is not packed", flags_u is not None and not flags_u & 16)
+    T.check("unpacked: the packed dump says packed", flags_p is not None and flags_p & 16,
+            "flags %r" % flags_p)
+    T.eq("unpacked: the same threads", sorted(ev_p), sorted(ev_u))
+    T.check("unpacked: every thread's events the same, in order (independent decoder)",
+            all(ev_p.get(t) == ev_u[t] for t in ev_u),
+            "%r" % [(t, len(ev_u[t]), len(ev_p.get(t, []))) for t in ev_u])
+    same_analyses("unpacked", dump, packed)
+    cp, doc = check.report(packed)
+    sites = program_sites(out)
+    T.check("unpacked: the program counted its sites", len(sites) >= 5, repr(sites))
+    if doc is not None:
+        for name, (n, nbytes) in sorted(sites.items()):
+            T.eq("unpacked, packed dump: allocations at %s as the program counted" % name,
+                 rel.site_sum(doc, name, "allocations"), n)
+            T.eq("unpacked, packed dump: bytes at %s as the program counted" % name,
+                 rel.site_sum(doc, name, "allocated_bytes"), nbytes)
+
+
+def case_packed():
+    d = fresh_dir("packed")
+    dump, _ = record(d, "k.htr", "1")
+    again = os.path.join(d, "k2.htr")
+    cp = pack(dump, "-o", again, "--level", "3")
+    T.eq("packed: pack exits 0", cp.returncode, 0)
+    ev_a, _ = events_by_thread(dump)
+    ev_b, flags = events_by_thread(again)
+    T.check("packed: says packed", flags is not None and flags & 16)
+    T.check("packed: every thread's events the same", ev_a == ev_b)
+    T.check("packed: not larger", os.path.getsize(again) <= os.path.getsize(dump),
+            "%d -> %d" % (os.path.getsize(dump), os.path.getsize(again)))
+
+
+def case_in_place():
+    d = fresh_dir("in-place")
+    dump, _ = record(d, "i.htr", "0")
+    before, _ = events_by_thread(dump)
+    size = os.path.getsize(dump)
+    cp = pack(dump)
+    T.eq("in place: pack exits 0", cp.returncode, 0)
+    after, flags = events_by_thread(dump)
+    T.check("in place: the dump is now packed and smaller",
+            flags is not None and flags & 16 and os.path.getsize(dump) < size)
+    T.check("in place: the same events", before == after)
+    T.eq("in place: no file left behind", sorted(os.listdir(d)), ["i.htr"])
+
+
+def case_cut_short():
+    d = fresh_dir("cut")
+    dump, _ = record(d, "c.htr", "0")
+    with open(dump, "rb") as f:
+        data = f.read()
+    cut = os.path.join(d, "cut.htr")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) * 2 // 3])
+    packed = os.path.join(d, "cutp.htr")
+    cp = pack(cut, "-o", packed)
+    T.eq("cut short: pack exits 0", cp.returncode, 0)
+    lines = [l for l in check.text(cp.stderr).splitlines() if "warning" in l]
+    T.check("cut short: one warning line, saying what was packed",
+            len(lines) == 1 and "packed what came before" in lines[0], repr(lines))
+    ca, da = check.report(cut)
+    cb, db = check.report(packed)
+    T.check("cut short: the packed dump reads", cb.returncode == 0 and db is not None)
+    if da is not None and db is not None:
+        for k in ("allocations", "frees", "allocated_bytes"):
+            T.eq("cut short: %s as the reader read the cut dump" % k,
+                 db["totals"].get(k), da["totals"].get(k))
+
+
+def case_bad_input():
+    d = fresh_dir("bad")
+    junk = os.path.join(d, "junk.htr")
+    with open(junk, "wb") as f:
+        f.write(b"this is not a dump, only text\n" * 10)
+    empty = os.path.join(d, "empty.htr")
+    open(empty, "wb").close()
+    good, _ = record(d, "g.htr", "0")
+    for label, args in (("not a dump", [junk, "-o", os.path.join(d, "o1.htr")]),
+                        ("an empty file", [empty, "-o", os.path.join(d, "o2.htr")]),
+                        ("a missing file", [os.path.join(d, "none.htr")]),
+                        ("a bad --level", [good, "--level", "40"]),
+                        ("no dump", []),
+                        ("an unwritable output", [good, "-o", os.path.join(d, "no", "x.htr")])):
+        cp = pack(*args)
+        T.eq("bad input, %s: exit 2" % label, cp.returncode, 2)
+        lines = check.text(cp.stderr).strip().splitlines()
+        T.check("bad input, %s: a heaptrail line first" % label,
+                lines and lines[0].startswith("heaptrail: "), repr(lines[:3]))
+    left = sorted(f for f in os.listdir(d) if f not in ("junk.htr", "empty.htr", "g.htr"))
+    T.eq("bad input: no output or temporary file left", left, [])
+
+
+def main():
+    for p in (check.HEAPTRAIL, check.SHIM):
+        if not os.path.exists(p):
+            T.skip("pack", "build first (make)")
+            T.finish()
+            return
+    cases = [("unpacked dump", case_unpacked), ("packed dump", case_packed),
+             ("in place", case_in_place), ("cut short", case_cut_short),
+             ("bad input", case_bad_input)]
+    try:
+        rel.run_cases(T, cases, "PACK_ONLY")
+    finally:
+        check.clean_up(WORK)
+    T.finish()
+
+
+if __name__ == "__main__":
+    main()
