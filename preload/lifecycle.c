@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <limits.h>
+#include <linux/kcmp.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -125,6 +127,20 @@ static void check_malloc_is_ours(const uintptr_t self[2])
 int ht_foreign_process(void)
 {
 	return traced_pid && getpid() != traced_pid;
+}
+
+/*
+ * A thread of a foreign process found no writer to take its buffer
+ * (thread.c).  A copy of our memory made by a raw clone() system call
+ * stops tracing for good: its memory is its own, and nothing it records
+ * could ever be written.  A vfork child shares our memory and must not
+ * touch the phase: the kernel says which (kcmp; when it cannot, the child
+ * only drops its events, one buffer check at a time).
+ */
+void ht_foreign_stop(void)
+{
+	if (syscall(SYS_kcmp, getpid(), traced_pid, KCMP_VM, 0, 0) > 0)
+		atomic_store(&ht_phase, HT_STOPPED);
 }
 
 static void at_exit(void *arg)

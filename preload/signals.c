@@ -38,7 +38,7 @@
 static const int fatal[] = {
 	SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP,
 	SIGQUIT, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ, SIGUSR1, SIGUSR2, SIGVTALRM,
-	SIGSYS,
+	SIGSYS, SIGTRAP,
 };
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);

@@ -383,6 +383,21 @@ struct ht_thread *thread_begin(size_t need)
 	while (HT_UNLIKELY(!t->buf || t->buf->len + need > HT_BUF_BYTES)) {
 		struct ht_buf *b;
 
+		/*
+		 * A child made by a raw clone() system call rather than fork()
+		 * (Chromium's zygote, some sandboxes) ran no fork handler of
+		 * ours: it has our memory but no writer thread, so no buffer
+		 * would ever come back (each wait gave up after 5 s, and the
+		 * zygote's child missed its deadline), and a lock the writer
+		 * held at the clone stays held.  It runs untraced from its
+		 * first full buffer on.  A vfork child, which shares our
+		 * memory, drops its events from there.  One getpid() a buffer.
+		 */
+		if (HT_UNLIKELY(ht_foreign_process())) {
+			release(t);
+			ht_foreign_stop();
+			return NULL;
+		}
 		/* a few buffers a wake-up (its rounds take the rest) */
 		if (t->buf && hand_off(t) >= atomic_load_explicit(&wake_after,
 								memory_order_relaxed))

@@ -24,6 +24,9 @@ against a hang.
     A fork while the writer is halfway through a clock update: the
     child does not hang (review of session 4).
 3   vfork + exec and vfork + _exit do not end the parent's recording.
+    A child of a raw clone system call (no fork handler ran: no writer of
+    its own) that allocates past the buffers it inherited runs as plainly
+    (it waited 5 s a buffer), and the parent's dump is whole.
 5   frees by a static C++ destructor and by a library's exit destructors
     are seen: nothing they free is reported leaked.
 23  a dump left by an earlier process with our pid (pid reuse) is not
@@ -256,6 +259,22 @@ def case_vfork():
     T.eq("the parent's dump ends with its own exit", end, {"how": "exit", "status": 0})
 
 
+def case_raw_clone():
+    """A child of the clone system call itself runs no fork handler: no writer of its own."""
+    need("rawclone_churn")
+    exe = os.path.join(LIBS, "rawclone_churn")
+    n = 3000000
+    r, dump = traced("raw-clone", [exe, str(n)])
+    want = b"child sum %d\nparent leaked 3500, child status 0\n" % (7 * n)
+    T.eq("raw clone: the output (the child ran to its end)", r.stdout, want)
+    T.eq("raw clone: exit status", r.returncode, 0)
+    doc = leaks(dump)
+    T.eq("raw clone: the parent's leak is in its dump", leaked_at(doc, "raw_parent_leak"), 3500)
+    cp, rep = check.report(dump)
+    end = rep["totals"].get("end") if rep else None
+    T.eq("raw clone: the parent's dump ends with its exit", end, {"how": "exit", "status": 0})
+
+
 def case_atexit():
     check.need_tools()
     exe = check.target("dlf_atexit")
@@ -312,7 +331,7 @@ def case_pid_reuse():
 def main():
     cases = [("origin", case_origin), ("dlmopen", case_dlmopen), ("ctor", case_ctor),
              ("twice", case_twice), ("swap", case_swap), ("loop", case_loop), ("marks", case_marks),
-             ("forks", case_forks), ("fork clock", case_fork_clock), ("vfork", case_vfork), ("atexit", case_atexit),
+             ("forks", case_forks), ("fork clock", case_fork_clock), ("vfork", case_vfork), ("raw clone", case_raw_clone), ("atexit", case_atexit),
              ("pid reuse", case_pid_reuse)]
     only = os.environ.get("DL_FORK_CASE")
     for name, fn in cases:

@@ -14,6 +14,8 @@ stdout, stderr and exit status).
                the program reads back of its handlers (old handler, flags,
                mask, in and out of its handler) is printed and must match
                the plain run
+  trap         trap_leak: an int3 with no debugger, SIGTRAP (Chromium's CHECK
+               failures): the dump ends "killed by signal 5" with the leaks
   daemon       daemon_leak: glibc's daemon() ends the parent with _exit(0)
                inside the C library; the parent's dump must end "exit 0",
                the daemon's "exit 7"; what the daemon finds (cwd, session,
@@ -115,6 +117,24 @@ def case_reraise():
         if doc is not None:
             T.eq(label + ": the leaks made before", rel.site_sum(doc, "leak_here",
                                                                  "leaked_blocks"), leaks)
+
+
+def case_trap():
+    """A breakpoint instruction with no debugger: SIGTRAP (Chromium's CHECK failures)."""
+    exe = check.built_target("trap_leak")
+    d = check.fresh_dir(WORK, "trap")
+    argv = [exe, "3"]
+    plain = rel.run(argv, cwd=d)
+    T.eq("trap: the plain run dies of SIGTRAP", plain.returncode, -signal.SIGTRAP)
+    dump = os.path.join(d, "run.htr")
+    traced = rel.run(argv, env=rel.shim_env(dump), cwd=d)
+    rel.same_run(T, "trap", plain, traced)
+    end, doc = end_of(dump)
+    T.eq("trap: the dump ends 'killed by signal 5'", end,
+         {"how": "signal", "status": int(signal.SIGTRAP)})
+    if doc is not None:
+        T.eq("trap: the leaks made before", rel.site_sum(doc, "trap_leak_here", "leaked_bytes"),
+             900)
 
 
 # --- daemon() ---------------------------------------------------------------------
@@ -423,7 +443,7 @@ def case_timeout():
 
 
 def main():
-    cases = [("re-raise", case_reraise), ("daemon", case_daemon),
+    cases = [("re-raise", case_reraise), ("trap", case_trap), ("daemon", case_daemon),
              ("fork then SIGTERM", case_fork_term), ("SIGTERM in malloc", case_term_churn),
              ("sort", case_sort),
              ("timeout", case_timeout)]
