@@ -63,6 +63,13 @@ def main():
         print("Chunks packed under `HEAPTRAIL_PACK=auto` (the share of each dump's chunks): " +
               ", ".join(packed) + ".")
         print()
+    after = ["%s %.2f (%.2f s)" % (wl, st["pack_after_bytes_per_event"], st["pack_after_seconds"])
+             for wl, w in r["workloads"].items() for c, st in w["configs"].items()
+             if st.get("pack_after_bytes_per_event") is not None]
+    if after:
+        print("The `heaptrail` row's dump after `heaptrail pack`, bytes/event (time to pack): " +
+              ", ".join(after) + ".")
+        print()
     ratios = [(wl, w["overhead_ratio"]) for wl, w in r["workloads"].items()
               if w.get("overhead_ratio") is not None]
     if ratios:
