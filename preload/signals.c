@@ -329,8 +329,13 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
-	if (outside && (guard == HT_GUARD_SHIM || guard == HT_GUARD_REAL_BUSY) &&
-	    thread_busy() && !ht_foreign_process()) {
+	/*
+	 * Only the shim's own writing of an event, which ends in moments.  Not
+	 * inside the real realloc (HT_GUARD_REAL_BUSY, its buffer held across
+	 * the call): that may never return (an arena lock held by a stuck
+	 * thread), and a deferred TERM would then never end the process.
+	 */
+	if (outside && guard == HT_GUARD_SHIM && thread_busy() && !ht_foreign_process()) {
 		ht_signal_pending = sig;
 		rearm(sig);
 		errno = saved;

@@ -16,6 +16,10 @@ stdout, stderr and exit status).
                the plain run
   trap         trap_leak: an int3 with no debugger, SIGTRAP (Chromium's CHECK
                failures): the dump ends "killed by signal 5" with the leaks
+  stuck        term_in_realloc: the main thread waits for ever inside
+  realloc      realloc (another thread holds the arena); SIGTERM ends it, as
+               plainly, with END (a deferral to the end of the realloc
+               once made it ignore TERM)
   daemon       daemon_leak: glibc's daemon() ends the parent with _exit(0)
                inside the C library; the parent's dump must end "exit 0",
                the daemon's "exit 7"; what the daemon finds (cwd, session,
@@ -135,6 +139,37 @@ def case_trap():
     if doc is not None:
         T.eq("trap: the leaks made before", rel.site_sum(doc, "trap_leak_here", "leaked_bytes"),
              900)
+
+
+def term_stuck(exe, env, d):
+    """Runs exe, sends SIGTERM once it says ready; its exit status, or None if still alive."""
+    p = subprocess.Popen([exe], env=env, cwd=d, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    p.stdout.readline()	# its pid
+    line = p.stdout.readline()
+    time.sleep(0.3)	# into realloc, waiting for the arena
+    p.send_signal(signal.SIGTERM)
+    try:
+        return line, p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return line, None
+
+
+def case_term_stuck_realloc():
+    """SIGTERM to a process whose main thread waits for ever inside realloc."""
+    exe = check.built_target("term_in_realloc")
+    d = check.fresh_dir(WORK, "stuck-realloc")
+    line, status = term_stuck(exe, check.clean_env(), d)
+    T.eq("stuck realloc, plain: dies of SIGTERM", (line, status), (b"ready\n", -signal.SIGTERM))
+    dump = os.path.join(d, "run.htr")
+    line, status = term_stuck(exe, rel.shim_env(dump), d)
+    T.eq("stuck realloc, traced: dies of SIGTERM (not deferred for ever)", (line, status),
+         (b"ready\n", -signal.SIGTERM))
+    end, _ = end_of(dump)
+    T.eq("stuck realloc: the dump ends 'killed by signal 15'", end,
+         {"how": "signal", "status": int(signal.SIGTERM)})
 
 
 # --- daemon() ---------------------------------------------------------------------
@@ -443,7 +478,8 @@ def case_timeout():
 
 
 def main():
-    cases = [("re-raise", case_reraise), ("trap", case_trap), ("daemon", case_daemon),
+    cases = [("re-raise", case_reraise), ("trap", case_trap),
+             ("TERM in a stuck realloc", case_term_stuck_realloc), ("daemon", case_daemon),
              ("fork then SIGTERM", case_fork_term), ("SIGTERM in malloc", case_term_churn),
              ("sort", case_sort),
              ("timeout", case_timeout)]
