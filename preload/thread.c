@@ -391,11 +391,13 @@ struct ht_thread *thread_begin(size_t need)
 		 * zygote's child missed its deadline), and a lock the writer
 		 * held at the clone stays held.  It runs untraced from its
 		 * first full buffer on.  A vfork child, which shares our
-		 * memory, drops its events from there.  One getpid() a buffer.
+		 * memory, drops its events from there (lifecycle.c).  One
+		 * getpid() a buffer; one an event in a process that drops.
 		 */
 		if (HT_UNLIKELY(ht_foreign_process())) {
 			release(t);
-			ht_foreign_stop();
+			if (!ht_foreign_dropping())
+				ht_foreign_stop();
 			return NULL;
 		}
 		/* a few buffers a wake-up (its rounds take the rest) */
