@@ -1,9 +1,12 @@
 /* cmd_pack.c - heaptrail pack: a dump rewritten smaller, its chunks packed into columns */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -590,8 +593,9 @@ int cmd_pack(int argc, char **argv)
 	};
 	struct packer_state s;
 	const char *out = NULL;
-	char tmp[4096];
-	int c, ret;
+	char tmp[PATH_MAX + 32], real[PATH_MAX];
+	struct stat st, ost;
+	int c, ret, in_place;
 
 	memset(&s, 0, sizeof(s));
 	s.level = DEFAULT_LEVEL;
@@ -613,14 +617,41 @@ int cmd_pack(int argc, char **argv)
 	if (cli_one_dump("pack", argc, argv, SYNOPSIS))
 		return CLI_USAGE;
 	s.inpath = argv[optind];
-	if (!out)
-		out = s.inpath;
-	if (snprintf(tmp, sizeof(tmp), "%s.pack.%d", out, (int)getpid()) >= (int)sizeof(tmp))
-		return cli_usage("pack", "the output path is too long");
 	s.in = fopen(s.inpath, "rb");
 	if (!s.in) {
 		cli_error("cannot read '%s': %s", s.inpath, strerror(errno));
 		return CLI_USAGE;
+	}
+	if (fstat(fileno(s.in), &st) != 0 || !S_ISREG(st.st_mode)) {
+		cli_error("cannot read '%s': not a regular file", s.inpath);
+		fclose(s.in);
+		return CLI_USAGE;
+	}
+	in_place = !out || (stat(out, &ost) == 0 && ost.st_dev == st.st_dev &&
+			    ost.st_ino == st.st_ino);
+	if (in_place) {
+		/* the file itself, not a symbolic link to it, is replaced */
+		if (!realpath(s.inpath, real)) {
+			cli_error("cannot read '%s': %s", s.inpath, strerror(errno));
+			fclose(s.in);
+			return CLI_USAGE;
+		}
+		out = real;
+	}
+	/* the shim holds an exclusive lock on a dump while it writes it */
+	if (flock(fileno(s.in), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+		if (in_place) {
+			cli_error("cannot pack '%s' in place: a running process is still writing it "
+				  "(pack it when the process has ended, or write a copy with -o)",
+				  s.inpath);
+			fclose(s.in);
+			return CLI_USAGE;
+		}
+		cli_warn("'%s' is still being written: packed what it holds so far", s.inpath);
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.pack.%d", out, (int)getpid()) >= (int)sizeof(tmp)) {
+		fclose(s.in);
+		return cli_usage("pack", "the output path is too long");
 	}
 	if (setup(&s)) {
 		cli_error("out of memory");
@@ -636,6 +667,8 @@ int cmd_pack(int argc, char **argv)
 		teardown(&s);
 		return CLI_USAGE;
 	}
+	/* the packed dump is readable by whom the dump was */
+	(void)fchmod(fileno(s.out), st.st_mode & 07777);
 	ret = pack_all(&s);
 	fclose(s.in);
 	if (fclose(s.out) != 0 && ret >= 0) {

@@ -14,6 +14,11 @@ handing blocks to each other; it prints what it allocated per site).
   packed dump     recorded with HEAPTRAIL_PACK=1, packed again (joined
                   chunks, a higher level): the same events
   in place        'heaptrail pack DUMP' replaces DUMP with the packed one
+  live dump       a dump its process still writes (the shim's lock): not
+                  replaced in place (one line, exit 2; the recording goes on
+                  to its END), copied with -o with a warning
+  link and mode   in place through a symbolic link: the link stays, the
+                  file it names is packed; a 0600 dump stays 0600
   cut short       a dump cut in the middle of a frame (a killed program):
                   one warning line, exit 0, the packed dump holds the events
                   of the frames before the cut, as the reader reads them
@@ -23,8 +28,10 @@ handing blocks to each other; it prints what it allocated per site).
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -157,6 +164,53 @@ def case_in_place():
     T.eq("in place: no file left behind", sorted(os.listdir(d)), ["i.htr"])
 
 
+def case_live():
+    """A dump whose process still writes it: not replaced in place; a copy warns."""
+    d = fresh_dir("live")
+    dump = os.path.join(d, "live.htr")
+    p = subprocess.Popen([churn(), "2", "-s", "3", "-p", "2000"], cwd=d,
+                         env=rel.shim_env(dump), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+                not os.path.exists(dump) or os.path.getsize(dump) < 4096):
+            time.sleep(0.05)
+        cp = pack(dump)
+        T.eq("live: pack in place exits 2", cp.returncode, 2)
+        lines = check.text(cp.stderr).strip().splitlines()
+        T.check("live: one line saying a process still writes it",
+                len(lines) == 1 and "still writing" in lines[0], repr(lines))
+        copy = os.path.join(d, "copy.htr")
+        cp = pack(dump, "-o", copy)
+        T.eq("live: a copy with -o exits 0", cp.returncode, 0)
+        T.check("live: ... with a warning that it is still being written",
+                "still being written" in check.text(cp.stderr), check.text(cp.stderr))
+    finally:
+        T.eq("live: the program ends as it would", p.wait(timeout=60), 0)
+    end, _ = (lambda r: (r[1]["totals"].get("end") if r[1] else None, None))(check.report(dump))
+    T.eq("live: the dump, left alone, ends with the program's exit", end,
+         {"how": "exit", "status": 0})
+
+
+def case_link_and_mode():
+    """In place through a symbolic link, on a dump only its owner may read."""
+    d = fresh_dir("link")
+    dump, _ = record(d, "real.htr", "0")
+    os.chmod(dump, 0o600)
+    link = os.path.join(d, "link.htr")
+    os.symlink("real.htr", link)
+    before, _ = events_by_thread(dump)
+    cp = pack(link)
+    T.eq("link: pack exits 0", cp.returncode, 0)
+    T.check("link: the link is still a link", os.path.islink(link))
+    after, flags = events_by_thread(dump)
+    T.check("link: the file it names is packed, with the same events",
+            flags is not None and flags & 16 and after == before)
+    T.eq("link: the packed dump keeps the dump's mode", oct(os.stat(dump).st_mode & 0o777),
+         oct(0o600))
+
+
 def case_cut_short():
     d = fresh_dir("cut")
     dump, _ = record(d, "c.htr", "0")
@@ -210,7 +264,8 @@ def main():
             T.finish()
             return
     cases = [("unpacked dump", case_unpacked), ("packed dump", case_packed),
-             ("in place", case_in_place), ("cut short", case_cut_short),
+             ("in place", case_in_place), ("live dump", case_live),
+             ("link and mode", case_link_and_mode), ("cut short", case_cut_short),
              ("bad input", case_bad_input)]
     try:
         rel.run_cases(T, cases, "PACK_ONLY")
