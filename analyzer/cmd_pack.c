@@ -14,6 +14,7 @@
 #include "chunkunpack.h"
 #include "cli.h"
 #include "commands.h"
+#include "dump_internal.h"
 #include "htr_format.h"
 #include "htr_varint.h"
 
@@ -60,23 +61,6 @@ struct packer_state {
 
 /* Room for a frame's records: what one frame holds, and a joined chunk's growth. */
 #define FRAME_CAP (HTR_FRAME_RAW_MAX + CHUNKPACK_MAX_BYTES + 4096)
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
 
 /* ---- output frames ---- */
 
@@ -138,33 +122,11 @@ static int put_record(struct packer_state *s, const uint8_t *rec, size_t n)
 
 /* ---- reading the input ---- */
 
-struct rd {
-	const uint8_t *p, *end;
-	int bad;
-};
-
-static uint64_t rd_u(struct rd *r)
-{
-	uint64_t v = 0;
-	const uint8_t *q = r->bad ? NULL : htr_get_u64(r->p, r->end, &v);
-
-	if (!q) {
-		r->bad = 1;
-		return 0;
-	}
-	r->p = q;
-	return v;
-}
-
 static void rd_skip_bytes(struct rd *r)
 {
-	uint64_t n = rd_u(r);
+	size_t len;
 
-	if (r->bad || n > (uint64_t)(r->end - r->p)) {
-		r->bad = 1;
-		return;
-	}
-	r->p += n;
+	(void)rd_bytes(r, &len);
 }
 
 static void rd_skip_u(struct rd *r, int n)
@@ -283,8 +245,8 @@ static int take_chunk(struct packer_state *s, struct rd *r, size_t rec_off, int 
 		if (ret)
 			return -1;
 	}
-	if (grow((void **)&s->plain, &s->plain_cap, s->plain_len + (size_t)(end - p), 1) ||
-	    grow((void **)&s->chunks, &s->chunks_cap, s->nchunks + 1, sizeof(*s->chunks)))
+	if (dump_grow((void **)&s->plain, &s->plain_cap, s->plain_len + (size_t)(end - p), 1) ||
+	    dump_grow((void **)&s->chunks, &s->chunks_cap, s->nchunks + 1, sizeof(*s->chunks)))
 		return -ENOMEM;
 	c = &s->chunks[s->nchunks++];
 	c->tid = (uint32_t)tid;
