@@ -31,7 +31,7 @@
  */
 
 #define DEFAULT_LEVEL 9
-#define SYNOPSIS "heaptrail pack DUMP [-o OUT] [--level N]"
+#define SYNOPSIS "heaptrail pack DUMP... [-o OUT] [--level N]"
 
 struct chunk_ref {
 	uint32_t tid;
@@ -546,48 +546,26 @@ static int pack_all(struct packer_state *s)
 	return ret;
 }
 
-int cmd_pack(int argc, char **argv)
+/* Packs the dump at inpath into out (NULL: in place).  0, or -1 after its one line. */
+static int pack_one(const char *inpath, const char *out, int level)
 {
-	static const struct option opts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "level", required_argument, NULL, 'l' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct packer_state s;
-	const char *out = NULL;
 	char tmp[PATH_MAX + 32], real[PATH_MAX];
 	struct stat st, ost;
-	int c, ret, in_place;
+	int ret, in_place;
 
 	memset(&s, 0, sizeof(s));
-	s.level = DEFAULT_LEVEL;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			out = optarg;
-			break;
-		case 'l':
-			if (cli_parse_int(optarg, 1, 19, &s.level))
-				return cli_usage("pack", "--level wants a zstd level from 1 to 19, "
-						 "not '%s'", optarg);
-			break;
-		default:
-			return cli_bad_option("pack", c, argv);
-		}
-	}
-	if (cli_one_dump("pack", argc, argv, SYNOPSIS))
-		return CLI_USAGE;
-	s.inpath = argv[optind];
+	s.level = level;
+	s.inpath = inpath;
 	s.in = fopen(s.inpath, "rb");
 	if (!s.in) {
 		cli_error("cannot read '%s': %s", s.inpath, strerror(errno));
-		return CLI_USAGE;
+		return -1;
 	}
 	if (fstat(fileno(s.in), &st) != 0 || !S_ISREG(st.st_mode)) {
 		cli_error("cannot read '%s': not a regular file", s.inpath);
 		fclose(s.in);
-		return CLI_USAGE;
+		return -1;
 	}
 	in_place = !out || (stat(out, &ost) == 0 && ost.st_dev == st.st_dev &&
 			    ost.st_ino == st.st_ino);
@@ -596,7 +574,7 @@ int cmd_pack(int argc, char **argv)
 		if (!realpath(s.inpath, real)) {
 			cli_error("cannot read '%s': %s", s.inpath, strerror(errno));
 			fclose(s.in);
-			return CLI_USAGE;
+			return -1;
 		}
 		out = real;
 	}
@@ -607,19 +585,20 @@ int cmd_pack(int argc, char **argv)
 				  "(pack it when the process has ended, or write a copy with -o)",
 				  s.inpath);
 			fclose(s.in);
-			return CLI_USAGE;
+			return -1;
 		}
 		cli_warn("'%s' is still being written: packed what it holds so far", s.inpath);
 	}
 	if (snprintf(tmp, sizeof(tmp), "%s.pack.%d", out, (int)getpid()) >= (int)sizeof(tmp)) {
+		cli_error("cannot pack '%s': the output path is too long", s.inpath);
 		fclose(s.in);
-		return cli_usage("pack", "the output path is too long");
+		return -1;
 	}
 	if (setup(&s)) {
 		cli_error("out of memory");
 		fclose(s.in);
 		teardown(&s);
-		return CLI_USAGE;
+		return -1;
 	}
 	/* written next to its name and renamed into place: OUT may be DUMP itself */
 	s.out = fopen(tmp, "wb");
@@ -627,7 +606,7 @@ int cmd_pack(int argc, char **argv)
 		cli_error("cannot create '%s': %s", tmp, strerror(errno));
 		fclose(s.in);
 		teardown(&s);
-		return CLI_USAGE;
+		return -1;
 	}
 	/* the packed dump is readable by whom the dump was */
 	(void)fchmod(fileno(s.out), st.st_mode & 07777);
@@ -647,5 +626,42 @@ int cmd_pack(int argc, char **argv)
 		printf("packed '%s': %llu frames, %s -> %s\n", out,
 		       (unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.bytes_out));
 	teardown(&s);
-	return ret < 0 ? CLI_USAGE : CLI_OK;
+	return ret < 0 ? -1 : 0;
+}
+
+int cmd_pack(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "level", required_argument, NULL, 'l' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *out = NULL;
+	int c, i, level = DEFAULT_LEVEL, failed = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'l':
+			if (cli_parse_int(optarg, 1, 19, &level))
+				return cli_usage("pack", "--level wants a zstd level from 1 to 19, "
+						 "not '%s'", optarg);
+			break;
+		default:
+			return cli_bad_option("pack", c, argv);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage("pack", "which dump? (%s)", SYNOPSIS);
+	if (out && argc - optind > 1)
+		return cli_usage("pack", "-o names the output of one dump; without it, "
+				 "each dump is packed in place");
+	/* a process tree's dumps in one go (OUT, OUT.PID, ...): each on its own */
+	for (i = optind; i < argc; i++)
+		if (pack_one(argv[i], out, level) != 0)
+			failed = 1;
+	return failed ? CLI_USAGE : CLI_OK;
 }

@@ -14,6 +14,8 @@ handing blocks to each other; it prints what it allocated per site).
   packed dump     recorded with HEAPTRAIL_PACK=1, packed again (joined
                   chunks, a higher level): the same events
   in place        'heaptrail pack DUMP' replaces DUMP with the packed one
+  several dumps   'heaptrail pack A B': each packed in place, the same
+                  events; -o with two dumps: a usage error
   live dump       a dump its process still writes (the shim's lock): not
                   replaced in place (one line, exit 2; the recording goes on
                   to its END), copied with -o with a warning
@@ -164,6 +166,22 @@ def case_in_place():
     T.eq("in place: no file left behind", sorted(os.listdir(d)), ["i.htr"])
 
 
+def case_several():
+    """A process tree's dumps in one command: each packed in place."""
+    d = fresh_dir("several")
+    a, _ = record(d, "a.htr", "0")
+    b, _ = record(d, "b.htr", "0")
+    before = [events_by_thread(x)[0] for x in (a, b)]
+    cp = pack(a, b)
+    T.eq("several: pack exits 0", cp.returncode, 0)
+    after = [events_by_thread(x) for x in (a, b)]
+    T.check("several: both packed, the same events",
+            all(f is not None and f & 16 and ev == was
+                for (ev, f), was in zip(after, before)))
+    cp = pack(a, b, "-o", os.path.join(d, "x.htr"))
+    T.eq("several: -o with two dumps is a usage error", cp.returncode, 2)
+
+
 def case_live():
     """A dump whose process still writes it: not replaced in place; a copy warns."""
     d = fresh_dir("live")
@@ -264,7 +282,8 @@ def main():
             T.finish()
             return
     cases = [("unpacked dump", case_unpacked), ("packed dump", case_packed),
-             ("in place", case_in_place), ("live dump", case_live),
+             ("in place", case_in_place), ("several dumps", case_several),
+             ("live dump", case_live),
              ("link and mode", case_link_and_mode), ("cut short", case_cut_short),
              ("bad input", case_bad_input)]
     try:
