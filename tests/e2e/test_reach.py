@@ -232,11 +232,31 @@ def lsan(name, args=()):
     return got
 
 
-def tools_agree(name, args, truth, tools=("memcheck", "lsan")):
+def chance_pointers_folded(got):
+    """memcheck's classes with 'possibly lost' counted as 'indirectly lost'.
+
+    A chain of 40,000 lost nodes spans a megabyte: some stale word in
+    memory memcheck scans (a leftover of the loader or of valgrind's own
+    allocator, wherever ASLR put things) now and then points into the middle
+    of a node, and memcheck then calls that node and the rest of the chain
+    'possibly lost' (seen once, in a clean-clone CI run).  That is memcheck
+    meeting a chance value, not a different truth: the bytes stay the
+    chain's."""
+    out = {}
+    for k, d in got.items():
+        d = dict(d)
+        d["indirect"] = d.get("indirect", 0) + d.get("possibly", 0)
+        d["possibly"] = 0
+        out[k] = d
+    return out
+
+
+def tools_agree(name, args, truth, tools=("memcheck", "lsan"), fold_possibly=False):
     want = want_by_site(truth)
     if "memcheck" in tools:
         try:
-            compare("memcheck", memcheck(name, args), want)
+            got = memcheck(name, args)
+            compare("memcheck", chance_pointers_folded(got) if fold_possibly else got, want)
         except Skip as e:
             T.skip("memcheck", str(e))
     if "lsan" in tools:
@@ -413,7 +433,7 @@ def test_many():
             want = sum(s["blocks"] for s in truth["sites"])
             T.eq("it lists every block", len(scans[0][2]), want)
             T.check("written as several records of one time", scans[0][3] > 1, scans[0][3])
-        tools_agree("reach_many", (), truth)
+        tools_agree("reach_many", (), truth, fold_possibly=True)
 
 
 # --- when there is no scan ------------------------------------------------------------
