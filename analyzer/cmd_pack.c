@@ -30,7 +30,6 @@
  * give (truncated, damaged) ends the output there, as it ends every read.
  */
 
-#define DEFAULT_LEVEL 9
 #define SYNOPSIS "heaptrail pack DUMP... [-o OUT] [--level N]"
 
 struct chunk_ref {
@@ -546,8 +545,7 @@ static int pack_all(struct packer_state *s)
 	return ret;
 }
 
-/* Packs the dump at inpath into out (NULL: in place).  0, or -1 after its one line. */
-static int pack_one(const char *inpath, const char *out, int level)
+int pack_dump(const char *inpath, const char *out, int level, FILE *say)
 {
 	struct packer_state s;
 	char tmp[PATH_MAX + 32], real[PATH_MAX];
@@ -622,9 +620,9 @@ static int pack_one(const char *inpath, const char *out, int level)
 	}
 	if (ret < 0)
 		unlink(tmp);
-	else
-		printf("packed '%s': %llu frames, %s -> %s\n", out,
-		       (unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.bytes_out));
+	else if (say)
+		fprintf(say, "packed '%s': %llu frames, %s -> %s\n", out,
+			(unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.bytes_out));
 	teardown(&s);
 	return ret < 0 ? -1 : 0;
 }
@@ -637,7 +635,7 @@ int cmd_pack(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *out = NULL;
-	int c, i, level = DEFAULT_LEVEL, failed = 0;
+	int c, i, level = PACK_DEFAULT_LEVEL, failed = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
@@ -661,7 +659,7 @@ int cmd_pack(int argc, char **argv)
 				 "each dump is packed in place");
 	/* a process tree's dumps in one go (OUT, OUT.PID, ...): each on its own */
 	for (i = optind; i < argc; i++)
-		if (pack_one(argv[i], out, level) != 0)
+		if (pack_dump(argv[i], out, level, stdout) != 0)
 			failed = 1;
 	return failed ? CLI_USAGE : CLI_OK;
 }

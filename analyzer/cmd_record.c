@@ -90,8 +90,9 @@ static int unchanged(const struct seen *before, const char *name,
 }
 
 /* Names the dumps this run wrote; relative to the current directory if under it. */
+/* Says which dumps the run wrote; packs each first with pack_after (--pack=after). */
 static void tell_dumps(const char *pat, const struct seen *before,
-		       const char *cwd)
+		       const char *cwd, int pack_after)
 {
 	struct seen after;
 	size_t i, cl = strlen(cwd), k = 0;
@@ -99,12 +100,15 @@ static void tell_dumps(const char *pat, const struct seen *before,
 	snapshot(pat, &after);
 	for (i = 0; i < after.n; i++) {
 		const char *name = after.names[i];
+		int packed;
 
 		if (unchanged(before, name, &after.st[i]))
 			continue;
+		/* a failure is said in its own line; the dump stays as written */
+		packed = pack_after && pack_dump(name, NULL, PACK_DEFAULT_LEVEL, NULL) == 0;
 		if (!strncmp(name, cwd, cl) && name[cl] == '/')
 			name += cl + 1;
-		fprintf(stderr, "heaptrail: dump written to '%s'\n", name);
+		fprintf(stderr, "heaptrail: dump written to '%s'%s\n", name, packed ? ", packed" : "");
 		k++;
 	}
 	if (!k)
@@ -214,7 +218,7 @@ int cmd_record(int argc, char **argv)
 	char glob_pat[2 * PATH_MAX], cwd[PATH_MAX];
 	struct seen before;
 	uint64_t v;
-	int c, x, rc, status;
+	int c, x, rc, status, pack_after = 0;
 
 	memset(&o, 0, sizeof(o));
 	optind = 0;
@@ -266,9 +270,16 @@ int cmd_record(int argc, char **argv)
 			o.reach = 1;
 			break;
 		case 'p':
+			if (!strcmp(optarg, "after")) {
+				/* full speed while it runs, packed once it has ended */
+				o.pack = "0";
+				pack_after = 1;
+				break;
+			}
 			if (strcmp(optarg, "auto") && strcmp(optarg, "1") && strcmp(optarg, "0"))
-				return cli_usage("record", "--pack is auto, 1 or 0, not '%s'", optarg);
+				return cli_usage("record", "--pack is auto, 1, 0 or after, not '%s'", optarg);
 			o.pack = optarg;
+			pack_after = 0;
 			break;
 		case 'h':
 			help_verb("record", stdout);
@@ -303,7 +314,7 @@ int cmd_record(int argc, char **argv)
 	out_glob(pattern, glob_pat, sizeof(glob_pat));
 	snapshot(glob_pat, &before);
 	rc = launch_run(path, argv + optind, &status);
-	tell_dumps(glob_pat, &before, cwd);
+	tell_dumps(glob_pat, &before, cwd, pack_after);
 	seen_free(&before);
 	return rc ? rc : launch_exit_code(status);
 }

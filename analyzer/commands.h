@@ -37,6 +37,13 @@ int cmd_html(int argc, char **argv);
 int cmd_flame(int argc, char **argv);
 int cmd_pprof(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
+/*
+ * cmd_pack.c: packs the dump at inpath into out (NULL: in place) at zstd
+ * 'level'; says what it did on 'say' (NULL: nothing).  0, or -1 after its
+ * one line on stderr.  'heaptrail record --pack=after' calls it too.
+ */
+#define PACK_DEFAULT_LEVEL 9
+int pack_dump(const char *inpath, const char *out, int level, FILE *say);
 
 /* cmd_help.c.  main() hands the verb table over before dispatching. */
 void help_register(const struct command *cmds, size_t n);

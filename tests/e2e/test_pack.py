@@ -16,6 +16,9 @@ handing blocks to each other; it prints what it allocated per site).
   in place        'heaptrail pack DUMP' replaces DUMP with the packed one
   several dumps   'heaptrail pack A B': each packed in place, the same
                   events; -o with two dumps: a usage error
+  record after    'heaptrail record --pack=after': the command's output and
+                  status, its dump packed once it ended, figures per site
+                  the program's own
   live dump       a dump its process still writes (the shim's lock): not
                   replaced in place (one line, exit 2; the recording goes on
                   to its END), copied with -o with a warning
@@ -182,6 +185,29 @@ def case_several():
     T.eq("several: -o with two dumps is a usage error", cp.returncode, 2)
 
 
+def case_record_after():
+    """heaptrail record --pack=after: the run at full speed, its dump packed once it ended."""
+    d = fresh_dir("record-after")
+    dump = os.path.join(d, "r.htr")
+    argv = [churn(), "2", "2000"]
+    plain = check.run(argv, cwd=d)
+    cp = check.run([check.HEAPTRAIL, "record", "-o", dump, "--pack=after", "--"] + argv, cwd=d)
+    T.eq("record --pack=after: the command's exit status", cp.returncode, plain.returncode)
+    T.check("record --pack=after: the command's own output", cp.stdout == plain.stdout)
+    T.check("record --pack=after: says the dump was written and packed",
+            "dump written to 'r.htr', packed" in check.text(cp.stderr), check.text(cp.stderr))
+    flags, modes = htrdump.chunk_modes(dump)
+    T.check("record --pack=after: the dump is packed",
+            flags is not None and flags & 16 and modes and all(m == 1 for m in modes),
+            "flags %r, modes %r" % (flags, modes[:5]))
+    _, doc = check.report(dump)
+    sites = program_sites(check.text(plain.stdout))
+    if doc is not None:
+        for name, (n, nbytes) in sorted(sites.items()):
+            T.eq("record --pack=after: allocations at %s as the program counted" % name,
+                 rel.site_sum(doc, name, "allocations"), n)
+
+
 def case_live():
     """A dump whose process still writes it: not replaced in place; a copy warns."""
     d = fresh_dir("live")
@@ -283,6 +309,7 @@ def main():
             return
     cases = [("unpacked dump", case_unpacked), ("packed dump", case_packed),
              ("in place", case_in_place), ("several dumps", case_several),
+             ("record --pack=after", case_record_after),
              ("live dump", case_live),
              ("link and mode", case_link_and_mode), ("cut short", case_cut_short),
              ("bad input", case_bad_input)]
