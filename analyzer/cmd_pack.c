@@ -43,8 +43,9 @@ struct chunk_ref {
 struct packer_state {
 	FILE *in, *out;
 	const char *inpath;
-	uint64_t in_off, frames, bytes_in, bytes_out;
-	int level, units, shift, have_process;
+	uint64_t in_off, frames, bytes_out;
+	int level, units, shift;
+	int have_process, input_packed;	/* its process record seen; it said packed */
 	uint8_t *zin, *raw, *frame, *zout;
 	size_t zin_cap, frame_len, zout_cap;
 	uint8_t *plain;
@@ -362,14 +363,15 @@ static int pack_frame(struct packer_state *s, const uint8_t *raw, size_t n)
 					return -1;
 				s->units = !!(flags & HTR_PF_PTR_UNITS);
 				s->shift = flags & HTR_PF_TIME_TICKS ? HTR_TICK_SHIFT : 0;
-				s->have_process = 1 + !!(flags & HTR_PF_PACKED);
+				s->have_process = 1;
+				s->input_packed = !!(flags & HTR_PF_PACKED);
 			}
 			continue;
 		}
 		if (!s->have_process)
 			return -1;
 		if (type == HTR_REC_CHUNK) {
-			ret = take_chunk(s, &r, (size_t)(rec - raw), s->have_process == 2);
+			ret = take_chunk(s, &r, (size_t)(rec - raw), s->input_packed);
 			if (ret)
 				return ret;
 			continue;
