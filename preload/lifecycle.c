@@ -130,35 +130,34 @@ int ht_foreign_process(void)
 }
 
 /*
- * A thread of a foreign process found no writer to take its buffer
- * (thread.c).  A copy of our memory made by a raw clone() system call
+ * Is this a foreign process that found no writer to take its buffer
+ * (thread.c)?  A copy of our memory made by a raw clone() system call
  * stops tracing for good: its memory is its own, and nothing it records
  * could ever be written.  A vfork child shares our memory and must not
  * touch the phase.  The kernel says which (kcmp); where it cannot (its
  * parent's pid does not exist in a new pid namespace: getppid() is 0
  * there; or kcmp is forbidden), a child whose parent is not the traced
  * process cannot be a vfork child of it.  Otherwise the process only
- * drops its events, and remembers that it does (a pid, which the
- * traced process never has), so that each one costs one getpid().
+ * drops its events, and remembers that it does (a pid, which the traced
+ * process never has): one getpid() an event from then on.
  */
 static _Atomic pid_t dropping_pid;
 
-int ht_foreign_dropping(void)
+int ht_foreign_here(void)
 {
-	pid_t d = atomic_load_explicit(&dropping_pid, memory_order_relaxed);
+	pid_t self;
+	long vm;
 
-	return d && d == getpid();
-}
-
-void ht_foreign_stop(void)
-{
-	pid_t self = getpid();
-	long vm = syscall(SYS_kcmp, self, traced_pid, KCMP_VM, 0, 0);
-
+	if (!traced_pid || (self = getpid()) == traced_pid)
+		return 0;
+	if (atomic_load_explicit(&dropping_pid, memory_order_relaxed) == self)
+		return 1;
+	vm = syscall(SYS_kcmp, self, traced_pid, KCMP_VM, 0, 0);
 	if (vm > 0 || (vm < 0 && getppid() != traced_pid))
 		atomic_store(&ht_phase, HT_STOPPED);
 	else
 		atomic_store(&dropping_pid, self);
+	return 1;
 }
 
 static void at_exit(void *arg)

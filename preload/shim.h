@@ -643,8 +643,7 @@ void ht_init(void);		/* idempotent; called on first intercepted call */
 void ht_stop(int how, int status);	/* final flush; later events pass through */
 void ht_note_exit_status(int status);
 int ht_foreign_process(void);	/* a vfork child sharing our memory */
-void ht_foreign_stop(void);	/* a raw clone()'s copy of us: stop tracing there */
-int ht_foreign_dropping(void);	/* this foreign process drops its events */
+int ht_foreign_here(void);	/* foreign with a full buffer: stop or drop (thread.c) */
 /* Did an earlier image of this process (before exec) write a dump so marked? */
 int ht_earlier_image(uint32_t pid, uint64_t start_realtime_ns);
 

@@ -394,10 +394,8 @@ struct ht_thread *thread_begin(size_t need)
 		 * memory, drops its events from there (lifecycle.c).  One
 		 * getpid() a buffer; one an event in a process that drops.
 		 */
-		if (HT_UNLIKELY(ht_foreign_process())) {
+		if (HT_UNLIKELY(ht_foreign_here())) {
 			release(t);
-			if (!ht_foreign_dropping())
-				ht_foreign_stop();
 			return NULL;
 		}
 		/* a few buffers a wake-up (its rounds take the rest) */
