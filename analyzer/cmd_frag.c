@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "dumpjson.h"
 #include "frag.h"
+#include "htr_compact.h"
 #include "json.h"
 #include "replay.h"
 #include "site.h"
@@ -636,6 +637,11 @@ static int run(struct fragcmd *fc)
 	fc->d = cli_open_dump(fc->path);
 	if (!fc->d)
 		return -1;
+	if (dump_process(fc->d)->flags & HTR_PF_COMPACT) {
+		cli_error("cannot map '%s': it is a compact dump (heaptrail pack --compact), which "
+			  "keeps no block addresses; run frag on the dump as it was recorded", fc->path);
+		return -1;
+	}
 	fc->r = replay_new(fc->d);
 	fc->f = fc->r ? frag_new(fc->r) : NULL;
 	if (!fc->f) {

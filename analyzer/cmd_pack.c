@@ -30,7 +30,7 @@
  * give (truncated, damaged) ends the output there, as it ends every read.
  */
 
-#define SYNOPSIS "heaptrail pack DUMP... [-o OUT] [--level N]"
+#define SYNOPSIS "heaptrail pack DUMP... [-o OUT] [--level N] [--compact]"
 
 struct chunk_ref {
 	uint32_t tid;
@@ -547,7 +547,7 @@ static int pack_all(struct packer_state *s)
 	return ret;
 }
 
-int pack_dump(const char *inpath, const char *out, int level, FILE *say)
+int pack_dump(const char *inpath, const char *out, int level, int compact, FILE *say)
 {
 	struct packer_state s;
 	char tmp[PATH_MAX + 32], real[PATH_MAX];
@@ -610,7 +610,12 @@ int pack_dump(const char *inpath, const char *out, int level, FILE *say)
 	}
 	/* the packed dump is readable by whom the dump was */
 	(void)fchmod(fileno(s.out), st.st_mode & 07777);
-	ret = pack_all(&s);
+	if (compact) {
+		s.in_off = (uint64_t)st.st_size;
+		ret = compact_dump(s.inpath, s.out, level, &s.frames, &s.bytes_out);
+	} else {
+		ret = pack_all(&s);
+	}
 	fclose(s.in);
 	if (fclose(s.out) != 0 && ret >= 0) {
 		cli_error("cannot write '%s': %s", tmp, strerror(errno));
@@ -623,7 +628,7 @@ int pack_dump(const char *inpath, const char *out, int level, FILE *say)
 	if (ret < 0)
 		unlink(tmp);
 	else if (say)
-		fprintf(say, "packed '%s': %llu frames, %s -> %s\n", out,
+		fprintf(say, "%s '%s': %llu frames, %s -> %s\n", compact ? "compacted" : "packed", out,
 			(unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.bytes_out));
 	teardown(&s);
 	return ret < 0 ? -1 : 0;
@@ -634,16 +639,20 @@ int cmd_pack(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "level", required_argument, NULL, 'l' },
+		{ "compact", no_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *out = NULL;
-	int c, i, level = PACK_DEFAULT_LEVEL, failed = 0;
+	int c, i, level = PACK_DEFAULT_LEVEL, compact = 0, failed = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out = optarg;
+			break;
+		case 'c':
+			compact = 1;
 			break;
 		case 'l':
 			if (cli_parse_int(optarg, 1, 19, &level))
@@ -661,7 +670,7 @@ int cmd_pack(int argc, char **argv)
 				 "each dump is packed in place");
 	/* a process tree's dumps in one go (OUT, OUT.PID, ...): each on its own */
 	for (i = optind; i < argc; i++)
-		if (pack_dump(argv[i], out, level, stdout) != 0)
+		if (pack_dump(argv[i], out, level, compact, stdout) != 0)
 			failed = 1;
 	return failed ? CLI_USAGE : CLI_OK;
 }

@@ -105,7 +105,7 @@ static void tell_dumps(const char *pat, const struct seen *before,
 		if (unchanged(before, name, &after.st[i]))
 			continue;
 		/* a failure is said in its own line; the dump stays as written */
-		packed = pack_after && pack_dump(name, NULL, PACK_DEFAULT_LEVEL, NULL) == 0;
+		packed = pack_after && pack_dump(name, NULL, PACK_DEFAULT_LEVEL, 0, NULL) == 0;
 		if (!strncmp(name, cwd, cl) && name[cl] == '/')
 			name += cl + 1;
 		fprintf(stderr, "heaptrail: dump written to '%s'%s\n", name, packed ? ", packed" : "");

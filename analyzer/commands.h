@@ -39,11 +39,19 @@ int cmd_pprof(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 /*
  * cmd_pack.c: packs the dump at inpath into out (NULL: in place) at zstd
- * 'level'; says what it did on 'say' (NULL: nothing).  0, or -1 after its
- * one line on stderr.  'heaptrail record --pack=after' calls it too.
+ * 'level', in the compact encoding when 'compact' (htr_compact.h); says
+ * what it did on 'say' (NULL: nothing).  0, or -1 after its one line on
+ * stderr.  'heaptrail record --pack=after' calls it too.
  */
 #define PACK_DEFAULT_LEVEL 9
-int pack_dump(const char *inpath, const char *out, int level, FILE *say);
+int pack_dump(const char *inpath, const char *out, int level, int compact, FILE *say);
+/*
+ * compact_write.c: writes the dump at inpath to out in the compact
+ * encoding: 0, 1 when the dump was cut short (warned, what came before
+ * written), -1 after its one line on stderr.
+ */
+int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames,
+		 uint64_t *bytes_out);
 
 /* cmd_help.c.  main() hands the verb table over before dispatching. */
 void help_register(const struct command *cmds, size_t n);

@@ -13,6 +13,7 @@
 
 #include "dump.h"
 #include "dump_internal.h"
+#include "htr_compact.h"
 
 /*
  * Shape of the reader.
@@ -369,6 +370,8 @@ static int parse_process(struct dump *d, struct rd *r, int commit)
 	depth = rd_u32(r);
 	flags = rd_u32(r);
 	gen = rd_u32(r);
+	if (!r->bad)
+		d->compact_flag = !!(flags & HTR_PF_COMPACT);	/* the check of its frame needs it */
 	if (r->bad || !commit)
 		return r->bad ? -1 : 0;
 	pr->pid = (uint32_t)pid;
@@ -425,6 +428,44 @@ static int queue_record(struct dump *d, struct frame *f, uint8_t type,
 }
 
 /*
+ * A compact window (HTR_PF_COMPACT): decoded when the frame is checked,
+ * its plain chunks (d->cout) queued when it is committed.  The frame owns
+ * their bytes from the end of the check on (frame_records()).
+ */
+static int compact_record(struct dump *d, struct frame *f, struct rd *r, const uint8_t *rec,
+			  int commit)
+{
+	size_t off = (size_t)(rec - f->raw), i;
+	const char *why = NULL;
+	int ret;
+
+	if (!d->compact_flag)
+		return dump_bad(d, "a compact window at byte %zu of a dump that is not compact", off);
+	if (commit) {
+		r->p = compact_skip(r->p, r->end);
+		if (!r->p)
+			r->p = r->end;	/* checked before: cannot happen */
+		for (i = 0; i < d->cout.nch; i++) {
+			const struct compact_chunk *c = &d->cout.ch[i];
+
+			if (c->rec_off == off &&
+			    dump_enqueue_chunk(d, f, c->tid, c->base, f->ubuf + c->off,
+					       f->ubuf + c->off + c->len))
+				return d->failed ? -ENOMEM : -1;
+		}
+		return 0;
+	}
+	if (!d->compact && !(d->compact = compact_reader_new()))
+		return -ENOMEM;
+	ret = compact_decode(d->compact, r->p, r->end, off, &d->cout, &r->p, &why);
+	if (ret == -ENOMEM)
+		return dump_bad(d, "out of memory");
+	if (ret)
+		return dump_bad(d, "%s at byte %zu of its data", why, off);
+	return 0;
+}
+
+/*
  * Walks a frame's records: checks them (commit = 0) or queues them
  * (commit = 1).  Returns 0 or -1 with d->why set; -ENOMEM on commit.
  */
@@ -433,6 +474,8 @@ static int frame_records(struct dump *d, struct frame *f, int commit)
 	struct rd r = { f->raw, f->raw + f->size, 0 };
 	int ret;
 
+	if (!commit)
+		compact_out_reset(&d->cout);
 	while (r.p < r.end) {
 		const uint8_t *rec = r.p, *body;
 		uint8_t type = *r.p++;
@@ -513,6 +556,13 @@ static int frame_records(struct dump *d, struct frame *f, int commit)
 			time = rd_u(&r);
 			rd_bytes(&r, &len);
 			break;
+		case HTR_REC_COMPACT:
+			ret = compact_record(d, f, &r, rec, commit);
+			if (ret == -ENOMEM)
+				return ret;
+			if (ret)
+				return -1;
+			continue;
 		case HTR_REC_REACH:
 			time = rd_u(&r);
 			rd_u(&r);
@@ -539,6 +589,15 @@ static int frame_records(struct dump *d, struct frame *f, int commit)
 			d->flush = 1;
 		if (queue_record(d, f, type, body, time, cls))
 			return -ENOMEM;
+	}
+	if (!commit && d->cout.nch) {
+		/* the frame keeps its windows' chunks as long as it lives */
+		free(f->ubuf);
+		f->ubuf = d->cout.buf.p;
+		f->ucap = d->cout.buf.cap;
+		f->ulen = d->cout.buf.n;
+		__atomic_add_fetch(&d->ubytes, f->ucap, __ATOMIC_RELAXED);
+		memset(&d->cout.buf, 0, sizeof(d->cout.buf));
 	}
 	return 0;
 }
@@ -1211,6 +1270,8 @@ void dump_close(struct dump *d)
 		dump_pipe_stop(d);
 	else
 		dump_batch_free(d->pb);
+	compact_reader_free(d->compact);
+	compact_out_free(&d->cout);
 	for (i = 0; i < d->nheap; i++) {
 		if (!(d->heap[i].order & ORD_CURSOR)) {
 			struct tlrec *t = d->heap[i].obj;
@@ -1232,8 +1293,10 @@ void dump_close(struct dump *d)
 		d->arena = b->next;
 		free(b);
 	}
-	for (i = 0; i < d->nmods; i++)
+	for (i = 0; i < d->nmods; i++) {
 		free(d->mods[i].path);
+		free((void *)d->mods[i].segs);	/* the handed-out copies share it */
+	}
 	for (i = 0; i < d->pub_nmods; i++)
 		free(d->pub_mods[i].path);
 	free(d->pub_mods);

@@ -127,6 +127,8 @@ struct dump_module {
 	uint8_t build_id[64];
 	size_t build_id_len;
 	uint64_t lo, hi;	/* lowest and highest address of its segments */
+	const uint64_t *segs;	/* its segments as recorded: nsegs x (start, end) */
+	size_t nsegs;
 	uint64_t loaded_at, unloaded_at;	/* dump time; unloaded_at = UINT64_MAX if never */
 };
 

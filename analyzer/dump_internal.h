@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "chunkunpack.h"
+#include "compact_read.h"
 #include "dump.h"
 #include "../common/htr_varint.h"
 
@@ -404,6 +405,11 @@ struct dump {
 	struct frame *free_frames;
 	int nfree;
 	size_t free_bytes;		/* capacity of the buffers in free_frames */
+
+	/* a compact dump (HTR_PF_COMPACT): its windows, decoded frame by frame */
+	struct compact_reader *compact;
+	struct compact_out cout;
+	int compact_flag;		/* the process record says compact */
 
 	struct hitem *heap;
 	size_t nheap, capheap;

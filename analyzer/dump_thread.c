@@ -718,6 +718,7 @@ int dump_module_load(struct dump *d, struct rd *r, struct dump_event *ev)
 	size_t plen, blen;
 	const uint8_t *path = rd_bytes(r, &plen), *bid = rd_bytes(r, &blen);
 	uint32_t idx = (uint32_t)d->nmods;
+	uint64_t *segs;
 
 	if (dump_grow((void **)&d->mods, &d->capmods, d->nmods + 1, sizeof *d->mods))
 		return -ENOMEM;
@@ -735,9 +736,16 @@ int dump_module_load(struct dump *d, struct rd *r, struct dump_event *ev)
 	m->unloaded_at = UINT64_MAX;
 	d->nmods++;
 	n = rd_u(r);
+	segs = n ? malloc(2 * n * sizeof(*segs)) : NULL;
+	if (n && !segs)
+		return -ENOMEM;
+	m->segs = segs;
 	for (i = 0; i < n; i++) {
 		uint64_t s = rd_u(r), e = rd_u(r);
 
+		segs[2 * i] = s;
+		segs[2 * i + 1] = e;
+		m->nsegs++;
 		if (s >= e)
 			continue;
 		if (s < m->lo)

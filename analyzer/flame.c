@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "flame.h"
+#include "htr_compact.h"
 
 static const char *const cost_names[FLAME_NCOSTS] = {
 	"leaked", "peak", "allocations", "temporary", "residue", "allocated",
@@ -88,6 +89,8 @@ int flame_open(struct flame *f, const char *path, uint64_t grace_ns,
 	f->d = cli_open_dump(path);
 	if (!f->d)
 		return -1;
+	if (dump_process(f->d)->flags & HTR_PF_COMPACT)
+		with_frag = 0;	/* no addresses to place blocks with (f->frag stays NULL) */
 	f->r = replay_new(f->d);
 	f->clients = f->r ? clients_new(f->r, grace_ns) : NULL;
 	if (f->clients && with_frag)

@@ -160,12 +160,18 @@ static void json_ladder(struct json *j, const char *key, const struct frag_ladde
 
 int html_json_frag(struct html *h)
 {
-	const struct frag_result *res = frag_result(h->f.frag);
-	const struct frag_occ *o = &res->heap;
+	const struct frag_result *res;
+	const struct frag_occ *o;
 	struct json *j = h->j;
 	size_t i, n;
 
 	json_key(j, "frag");
+	if (!h->f.frag) {	/* a compact dump: no addresses */
+		json_null(j);
+		return 0;
+	}
+	res = frag_result(h->f.frag);
+	o = &res->heap;
 	json_obj_begin(j);
 	json_kv_u64(j, "page_size", res->page_size);
 	json_ladder(j, "ladder", &res->ladder);

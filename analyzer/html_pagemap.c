@@ -205,13 +205,21 @@ static int heap_json(struct html *h, const struct pm_block *b, size_t from,
 int html_json_pagemap(struct html *h)
 {
 	const uint64_t *glo, *ghi;
-	size_t ng = frag_heaps(h->f.frag, &glo, &ghi), r, i = 0;
+	size_t ng, r, i = 0;
 	struct pm_collect c;
-	uint64_t ps = frag_result(h->f.frag)->page_size, total = 0, cell_pages;
+	uint64_t ps, total = 0, cell_pages;
 	unsigned shift = 0;
 	struct json *j = h->j;
 	size_t *first, *last;
 	int rc = 0;
+
+	if (!h->f.frag) {	/* a compact dump: no addresses */
+		json_key(j, "page_map");
+		json_null(j);
+		return 0;
+	}
+	ng = frag_heaps(h->f.frag, &glo, &ghi);
+	ps = frag_result(h->f.frag)->page_size;
 
 	while ((1ull << shift) < ps)
 		shift++;

@@ -1198,6 +1198,10 @@
 	function drawFrag() {
 		const sec = document.getElementById('frag');
 		const f = D.frag;
+		if (!f) {
+			sec.appendChild(el('p', { cls: 'note', text: 'Not in this report: the dump is a compact one (heaptrail pack --compact), which keeps no block addresses. Run heaptrail html on the dump as it was recorded for the fragmentation and the page map.' }));
+			return;
+		}
 		const hp = f.heap;
 		sec.appendChild(el('p', { cls: 'note', text: 'Why RSS stays above live bytes (heaptrail frag). The ladder at the end of the dump' + (f.ladder.sample ? ' (sample at ' + fmtSec(f.ladder.sample.time_seconds) + ')' : '') + ':' }));
 		const grid = el('div', { cls: 'grid2' });

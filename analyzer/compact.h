@@ -1,0 +1,64 @@
+/* compact.h - what the compact dump's writer and reader share (htr_compact.h) */
+#ifndef HT_COMPACT_H
+#define HT_COMPACT_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+/* A growing byte buffer; every put returns -1 when out of memory. */
+struct cbuf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+int cbuf_room(struct cbuf *b, size_t n);
+int cbuf_u(struct cbuf *b, uint64_t v);
+int cbuf_s(struct cbuf *b, int64_t v);
+int cbuf_ptr(struct cbuf *b, int64_t delta);	/* htr_put_ptr() */
+int cbuf_byte(struct cbuf *b, uint8_t v);
+int cbuf_bytes(struct cbuf *b, const void *p, size_t n);	/* length, then the bytes */
+int cbuf_raw(struct cbuf *b, const void *p, size_t n);
+void cbuf_free(struct cbuf *b);
+
+/*
+ * The live blocks of each allocation key, newest first, which the writer
+ * and the reader keep alike (htr_compact.h).  Blocks are numbered by the
+ * caller from 1 (a handle); 0 ends a list.  Keys are numbered from 0 in
+ * the order they are added.
+ */
+struct cnode {
+	uint64_t synth;			/* the block's synthetic address */
+	uint32_t key, prev, next;	/* prev: newer, next: older */
+	uint32_t live;
+};
+
+struct ckey {
+	uint64_t size, extra;
+	uint32_t stack, head;
+};
+
+struct clists {
+	struct cnode *node;
+	size_t capnode;
+	struct ckey *key;
+	size_t nkeys, capkeys;
+	uint32_t *slot;			/* key hash: key number + 1, 0 empty */
+	size_t nslots;
+};
+
+/* Room for block h; -1 when out of memory. */
+int clists_reserve(struct clists *l, uint32_t h);
+/* Block h (reserved, not live) becomes the newest of key k. */
+void clists_link(struct clists *l, uint32_t h, uint32_t k, uint64_t synth);
+void clists_unlink(struct clists *l, uint32_t h);
+/* The block 'rank' places behind the newest of key k; 0 when there is none. */
+uint32_t clists_nth(const struct clists *l, uint32_t k, uint64_t rank);
+/* How many blocks of its key are newer than h; -1 beyond max. */
+int64_t clists_rank(const struct clists *l, uint32_t h, unsigned max);
+/* The key's number, -1 when it has none yet. */
+int64_t clists_find(const struct clists *l, uint64_t size, uint64_t extra, uint32_t stack);
+/* A new key's number; -1 when out of memory. */
+int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t stack);
+void clists_free(struct clists *l);
+
+#endif
