@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "dump_internal.h"
+#include "htr_compact.h"
 #include "htr_format.h"
 #include "htr_varint.h"
 
@@ -361,6 +362,11 @@ static int pack_frame(struct packer_state *s, const uint8_t *raw, size_t n)
 
 				if (process_fields(&r, &fa, &ga, &flags))
 					return -1;
+				if (flags & HTR_PF_COMPACT) {
+					cli_error("cannot pack '%s': it is a compact dump, smaller "
+						  "than packing makes it", s->inpath);
+					return -2;
+				}
 				s->units = !!(flags & HTR_PF_PTR_UNITS);
 				s->shift = flags & HTR_PF_TIME_TICKS ? HTR_TICK_SHIFT : 0;
 				s->have_process = 1;
@@ -643,7 +649,7 @@ int cmd_pack(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *out = NULL;
-	int c, i, level = PACK_DEFAULT_LEVEL, compact = 0, failed = 0;
+	int c, i, level = 0, compact = 0, failed = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":o:", opts, NULL)) != -1) {
@@ -665,6 +671,8 @@ int cmd_pack(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return cli_usage("pack", "which dump? (%s)", SYNOPSIS);
+	if (!level)
+		level = compact ? COMPACT_DEFAULT_LEVEL : PACK_DEFAULT_LEVEL;
 	if (out && argc - optind > 1)
 		return cli_usage("pack", "-o names the output of one dump; without it, "
 				 "each dump is packed in place");

@@ -44,6 +44,7 @@ int cmd_pack(int argc, char **argv);
  * stderr.  'heaptrail record --pack=after' calls it too.
  */
 #define PACK_DEFAULT_LEVEL 9
+#define COMPACT_DEFAULT_LEVEL 12	/* its streams are small: a higher level costs little */
 int pack_dump(const char *inpath, const char *out, int level, int compact, FILE *say);
 /*
  * compact_write.c: writes the dump at inpath to out in the compact

@@ -108,6 +108,8 @@ void clists_link(struct clists *l, uint32_t h, uint32_t k, uint64_t synth)
 	n->live = 1;
 	if (old)
 		l->node[old].prev = h;
+	else
+		l->key[k].tail = h;
 	l->key[k].head = h;
 }
 
@@ -121,30 +123,68 @@ void clists_unlink(struct clists *l, uint32_t h)
 		l->key[n->key].head = n->next;
 	if (n->next)
 		l->node[n->next].prev = n->prev;
+	else
+		l->key[n->key].tail = n->prev;
 	n->live = 0;
 	n->prev = n->next = 0;
 }
 
+void clists_replace(struct clists *l, uint32_t x, uint32_t y)
+{
+	struct cnode *nx, *ny;
+
+	clists_unlink(l, y);
+	nx = &l->node[x];
+	ny = &l->node[y];
+	ny->synth = nx->synth;
+	ny->key = nx->key;
+	ny->prev = nx->prev;
+	ny->next = nx->next;
+	ny->live = 1;
+	if (ny->prev)
+		l->node[ny->prev].next = y;
+	else
+		l->key[ny->key].head = y;
+	if (ny->next)
+		l->node[ny->next].prev = y;
+	else
+		l->key[ny->key].tail = y;
+	nx->live = 0;
+	nx->prev = nx->next = 0;
+}
+
 uint32_t clists_nth(const struct clists *l, uint32_t k, uint64_t rank)
 {
-	uint32_t h = k < l->nkeys ? l->key[k].head : 0;
+	uint32_t h;
+	uint64_t r = rank >> 1;
 
-	while (h && rank--)
-		h = l->node[h].next;
+	if (k >= l->nkeys)
+		return 0;
+	if (rank & 1) {
+		for (h = l->key[k].tail; h && r--;)
+			h = l->node[h].prev;
+	} else {
+		for (h = l->key[k].head; h && r--;)
+			h = l->node[h].next;
+	}
 	return h;
 }
 
 int64_t clists_rank(const struct clists *l, uint32_t h, unsigned max)
 {
-	uint32_t i = l->key[l->node[h].key].head;
-	int64_t r = 0;
+	const struct ckey *k = &l->key[l->node[h].key];
+	uint32_t a = k->head, b = k->tail;
+	int64_t r;
 
-	while (i && i != h) {
-		if (++r > (int64_t)max)
-			return -1;
-		i = l->node[i].next;
+	for (r = 0; r <= (int64_t)max && a && b; r++) {
+		if (a == h)
+			return 2 * r;
+		if (b == h)
+			return 2 * r + 1;
+		a = l->node[a].next;
+		b = l->node[b].prev;
 	}
-	return i ? r : -1;
+	return -1;
 }
 
 static size_t key_hash(uint64_t size, uint64_t extra, uint32_t stack)
@@ -205,7 +245,7 @@ int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t sta
 		l->slot = s;
 		l->nslots = n;
 	}
-	l->key[l->nkeys] = (struct ckey){ size, extra, stack, 0 };
+	l->key[l->nkeys] = (struct ckey){ size, extra, stack, 0, 0 };
 	slot_put(l->slot, l->nslots, &l->key[l->nkeys], (uint32_t)l->nkeys + 1);
 	return (int64_t)l->nkeys++;
 }

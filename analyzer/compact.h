@@ -34,7 +34,7 @@ struct cnode {
 
 struct ckey {
 	uint64_t size, extra;
-	uint32_t stack, head;
+	uint32_t stack, head, tail;	/* head: the newest block, tail: the oldest */
 };
 
 struct clists {
@@ -51,9 +51,16 @@ int clists_reserve(struct clists *l, uint32_t h);
 /* Block h (reserved, not live) becomes the newest of key k. */
 void clists_link(struct clists *l, uint32_t h, uint32_t k, uint64_t synth);
 void clists_unlink(struct clists *l, uint32_t h);
-/* The block 'rank' places behind the newest of key k; 0 when there is none. */
+/*
+ * Ranks name a block within its key's list from either end: 2 r for the
+ * block r places behind the newest, 2 r + 1 for the one r places before
+ * the oldest.
+ */
+/* Block y leaves its place in the list and takes x's place and address; x is gone. */
+void clists_replace(struct clists *l, uint32_t x, uint32_t y);
+/* The block of key k at 'rank'; 0 when there is none. */
 uint32_t clists_nth(const struct clists *l, uint32_t k, uint64_t rank);
-/* How many blocks of its key are newer than h; -1 beyond max. */
+/* Block h's rank, counting at most max places from either end; -1 when deeper. */
 int64_t clists_rank(const struct clists *l, uint32_t h, unsigned max);
 /* The key's number, -1 when it has none yet. */
 int64_t clists_find(const struct clists *l, uint64_t size, uint64_t extra, uint32_t stack);

@@ -41,6 +41,7 @@ struct compact_reader {
 	struct crun *runs;
 	size_t capruns;
 	uint32_t *heap;			/* runs with events left, by their next time */
+	struct cbuf late;		/* late stacks for the next timed op's chunk */
 };
 
 struct compact_reader *compact_reader_new(void)
@@ -62,6 +63,7 @@ void compact_reader_free(struct compact_reader *c)
 		cbuf_free(&c->runs[i].out);
 	free(c->runs);
 	free(c->heap);
+	cbuf_free(&c->late);
 	free(c->stack_done);
 	clists_free(&c->l);
 	hmap_release(&c->hm);
@@ -198,49 +200,92 @@ static int flush_pend(struct crun *r)
 	       put_dt(r, r->pend_time) || put_ptr(r, r->pend_ptr) ? -1 : 0;
 }
 
-/* A stack's definition from DEF, the first time its id is used, to the run's chunk. */
-static int take_stack(struct win *w, struct crun *r, uint64_t id)
+/* Room in stack_done for id; -1 when out of memory. */
+static int stack_room(struct win *w, uint64_t id)
 {
 	struct compact_reader *c = w->c;
-	uint64_t n, i, v;
+	size_t old = c->capstack, cap = old ? old : 4096;
+	uint8_t *p;
+
+	if (id < c->capstack)
+		return 0;
+	while (cap <= id)
+		cap *= 2;
+	p = realloc(c->stack_done, cap);
+	if (!p) {
+		w->nomem = 1;
+		return -1;
+	}
+	memset(p + old, 0, cap - old);
+	c->stack_done = p;
+	c->capstack = cap;
+	return 0;
+}
+
+/*
+ * A stack's definition from DEF (depth + 1 and its frames, or 0 when the
+ * writer did not have it yet) as an HTR_EV_STACK to out; *defined says
+ * which.
+ */
+static int read_stack(struct win *w, struct cbuf *out, uint64_t id, int *defined)
+{
+	uint64_t n = get(w, HTR_CS_DEF), i, v;
+
+	*defined = 0;
+	if (w->why)
+		return -1;
+	if (!n)
+		return 0;
+	if (--n > HTR_MAX_DEPTH)
+		return bad(w, "a stack deeper than a dump holds");
+	PUT(cbuf_byte(out, HTR_EV_BYTE(HTR_EV_STACK, 0)) || cbuf_u(out, id) || cbuf_u(out, n));
+	for (i = 0; i < n; i++) {
+		v = get(w, HTR_CS_DEF);
+		PUT(cbuf_u(out, v));
+	}
+	if (w->why)
+		return -1;
+	w->c->stack_done[id] = 1;
+	*defined = 1;
+	return 0;
+nomem:
+	w->nomem = 1;
+	return -1;
+}
+
+/* A stack id used by a key or a pool allocation: defined here the first time. */
+static int take_stack(struct win *w, struct crun *r, uint64_t id)
+{
+	int defined;
 
 	if (id == HTR_STACK_NONE)
 		return 0;
 	if (id > UINT32_MAX)
 		return bad(w, "a stack id out of range");
-	if (id >= c->capstack) {
-		size_t old = c->capstack, cap = old ? old : 4096;
-		uint8_t *p;
-
-		while (cap <= id)
-			cap *= 2;
-		p = realloc(c->stack_done, cap);
-		if (!p)
-			goto nomem;
-		memset(p + old, 0, cap - old);
-		c->stack_done = p;
-		c->capstack = cap;
-	}
-	if (c->stack_done[id])
+	if (stack_room(w, id))
+		return -1;
+	if (w->c->stack_done[id])
 		return 0;
-	c->stack_done[id] = 1;
-	n = get(w, HTR_CS_DEF);
+	return read_stack(w, &r->out, id, &defined);
+}
+
+/* HTR_COP_STACK: a stack the writer learned late, for the next timed op's chunk. */
+static int late_stack(struct win *w)
+{
+	uint64_t id = get(w, HTR_CS_DEF);
+	int defined;
+
 	if (w->why)
 		return -1;
-	if (!n)
-		return 0;	/* never defined in the dump it came from */
-	if (--n > HTR_MAX_DEPTH)
-		return bad(w, "a stack deeper than a dump holds");
-	PUT(cbuf_byte(&r->out, HTR_EV_BYTE(HTR_EV_STACK, 0)) || cbuf_u(&r->out, id) ||
-	    cbuf_u(&r->out, n));
-	for (i = 0; i < n; i++) {
-		v = get(w, HTR_CS_DEF);
-		PUT(cbuf_u(&r->out, v));
-	}
-	return w->why ? -1 : 0;
-nomem:
-	w->nomem = 1;
-	return -1;
+	if (id == HTR_STACK_NONE || id > UINT32_MAX)
+		return bad(w, "a stack id out of range");
+	if (stack_room(w, id))
+		return -1;
+	if (w->c->stack_done[id])
+		return bad(w, "a stack defined twice");
+	if (read_stack(w, &w->c->late, id, &defined))
+		return -1;
+	return defined ? 0 : bad(w, "an empty late stack");
 }
 
 /* An allocation's key from AKEY (defining it from DEF when new); -1 on error. */
@@ -288,6 +333,8 @@ static uint32_t take_block(struct win *w, int by_addr)
 
 		if (w->why)
 			return 0;
+		if (rank > 2 * HTR_COMPACT_RANK_MAX + 1)
+			return bad(w, "a free's rank beyond the format's limit"), 0;
 		h = k < c->l.nkeys ? clists_nth(&c->l, (uint32_t)k, rank) : 0;
 		if (!h)
 			bad(w, "a free names a block not live");
@@ -584,9 +631,21 @@ static int window_ops(struct win *w)
 			have_client = 1;
 			continue;
 		}
+		if (type == HTR_COP_STACK) {
+			if (late_stack(w))
+				return -1;
+			continue;
+		}
 		r = take_run(w);
 		if (!r)
 			return bad(w, "a compact window holds more ops than times");
+		if (c->late.n) {
+			if (cbuf_raw(&r->out, c->late.p, c->late.n)) {
+				w->nomem = 1;
+				return -1;
+			}
+			c->late.n = 0;
+		}
 		if (have_client) {
 			have_client = 0;
 			if (flush_pend(r) || cbuf_byte(&r->out, HTR_EV_BYTE(HTR_EV_CONTROL, 0)) ||
@@ -599,9 +658,8 @@ static int window_ops(struct win *w)
 		if (timed_op(w, r, type, api, r->next) || advance_run(w, r))
 			return -1;
 	}
-	if (w->nheap || have_client)
+	if (w->nheap || have_client || c->late.n)
 		return bad(w, "a compact window holds more times than ops");
-	(void)c;
 	return 0;
 }
 
@@ -616,6 +674,7 @@ int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *en
 
 	memset(&w, 0, sizeof(w));
 	w.c = c;
+	c->late.n = 0;
 	if (read_header(&w, &b, &total))
 		goto fail;
 	*next = b.p;

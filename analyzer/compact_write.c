@@ -20,11 +20,21 @@
  * gives each block the synthetic address the reader will give it.
  */
 
-#define WINDOW_EVENTS 65536u		/* timed events of one HTR_REC_COMPACT, at most */
-#define WINDOW_BYTES (512u << 10)	/* and its stream bytes, about */
+#define WINDOW_EVENTS (1u << 18)	/* timed events of one HTR_REC_COMPACT, at most */
+#define WINDOW_BYTES (1u << 20)	/* and its stream bytes, about */
 #define FRAME_EVENTS (1u << 20)		/* events of one frame: what a reader decodes at once */
 #define FRAME_BYTES (3u << 20)		/* and its raw bytes, about */
 #define REACH_PER_RECORD 200000u	/* blocks of one HTR_REC_REACH */
+/*
+ * A free is named by its block's rank when the block is at most this far
+ * from either end of its key's list (beyond it, a stand-in or the
+ * address).  Deeper ranks cost more than they keep: 64 made cxxchurn's
+ * compact dump 14% larger than 8, and python3's 4%.
+ */
+#define EXACT_RANK 8u
+#define STACK_DONE 1
+#define STACK_LATE 2
+#define MAX_LATE_STACKS 4096u	/* beyond: left undefined (a damaged input) */
 
 struct run {
 	uint32_t tid;
@@ -37,7 +47,15 @@ struct thread {
 	uint32_t tid;
 	uint64_t client;		/* as the reader will have it */
 	int run;			/* its run in the window, -1 none */
+	uint64_t last_synth;		/* its last heap event's block if an allocation (the replay's
+					 * 'temporary' test), else 0 */
 	int realloc_open;		/* a realloc's free half written, its allocation to come */
+};
+
+struct cw_block {
+	uint64_t client;
+	uint32_t tid;
+	uint8_t api;
 };
 
 struct cw {
@@ -64,10 +82,16 @@ struct cw {
 	struct hmap hm;
 	struct clists l;
 	uint64_t next_synth;
-	uint8_t *stack_done;
+	uint8_t *stack_done;		/* by stack id: STACK_DONE, STACK_LATE or 0 */
 	size_t capstack;
+	uint32_t *late;			/* stacks used before the reader had them */
+	size_t nlate, caplate;
 	uint64_t now;			/* the compact time of the latest event or record */
 	int started;
+	/* blocks named by rank up to this deep; below, a stand-in or the address */
+	unsigned exact_max;
+	struct cw_block *blk;		/* by handle: who made each live block */
+	size_t capblk;
 	int nomem;
 };
 
@@ -185,6 +209,17 @@ static size_t tid_hash(uint32_t tid)
 	return (size_t)(((uint64_t)tid * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
+static struct thread *thread_find(struct cw *w, uint32_t tid)
+{
+	size_t i, mask = w->nthslots - 1;
+
+	if (w->nthslots)
+		for (i = tid_hash(tid) & mask; w->thslot[i]; i = (i + 1) & mask)
+			if (w->th[w->thslot[i] - 1].tid == tid)
+				return &w->th[w->thslot[i] - 1];
+	return NULL;
+}
+
 static struct thread *thread_of(struct cw *w, uint32_t tid)
 {
 	size_t i, mask = w->nthslots - 1;
@@ -217,13 +252,15 @@ static struct thread *thread_of(struct cw *w, uint32_t tid)
 		w->thslot = s;
 		w->nthslots = n;
 	}
-	w->th[w->nth] = (struct thread){ tid, 0, -1, 0 };
+	w->th[w->nth] = (struct thread){ tid, 0, -1, 0, 0 };
 	mask = w->nthslots - 1;
 	for (i = tid_hash(tid) & mask; w->thslot[i]; i = (i + 1) & mask)
 		;
 	w->thslot[i] = (uint32_t)++w->nth;
 	return &w->th[w->nth - 1];
 }
+
+static int put_late_stacks(struct cw *w);
 
 /*
  * A timed op of thread t at (compact) time c: its time goes to the
@@ -235,6 +272,8 @@ static int put_timed(struct cw *w, struct thread *t, uint64_t c, uint64_t client
 {
 	struct run *r;
 
+	if (w->nlate && put_late_stacks(w))
+		return -1;
 	if (client != t->client) {
 		if (cbuf_byte(&w->s[HTR_CS_OPS], HTR_COP_CLIENT) ||
 		    cbuf_u(&w->s[HTR_CS_DEF], client))
@@ -265,35 +304,32 @@ static int put_timed(struct cw *w, struct thread *t, uint64_t c, uint64_t client
 
 /* ---- keys and stacks ---- */
 
-/* A stack's frames into DEF the first time it is used: depth + 1, then as HTR_EV_STACK. */
-static int put_stack(struct cw *w, uint32_t id)
+/* Room in stack_done for id; -1 when out of memory. */
+static int stack_room(struct cw *w, uint32_t id)
+{
+	size_t old = w->capstack, cap = old ? old : 4096;
+	uint8_t *n;
+
+	if (id < w->capstack)
+		return 0;
+	while (cap <= id)
+		cap *= 2;
+	n = realloc(w->stack_done, cap);
+	if (!n)
+		return -1;
+	memset(n + old, 0, cap - old);
+	w->stack_done = n;
+	w->capstack = cap;
+	return 0;
+}
+
+/* Stack st's definition into DEF: depth + 1, then as HTR_EV_STACK. */
+static int put_frames(struct cw *w, const struct dump_stack *st)
 {
 	struct cbuf *def = &w->s[HTR_CS_DEF];
-	const struct dump_stack *st;
 	uint64_t prev = 0;
 	uint32_t i;
 
-	if (id == HTR_STACK_NONE)
-		return 0;
-	if (id >= w->capstack) {
-		size_t old = w->capstack, cap = old ? old : 4096;
-		uint8_t *n;
-
-		while (cap <= id)
-			cap *= 2;
-		n = realloc(w->stack_done, cap);
-		if (!n)
-			return -1;
-		memset(n + old, 0, cap - old);
-		w->stack_done = n;
-		w->capstack = cap;
-	}
-	if (w->stack_done[id])
-		return 0;
-	w->stack_done[id] = 1;
-	st = dump_stack(w->d, id);
-	if (!st)
-		return cbuf_u(def, 0);	/* never defined (a dump cut short): left so */
 	if (cbuf_u(def, (uint64_t)st->depth + 1))
 		return -1;
 	for (i = 0; i < st->depth; i++) {
@@ -302,6 +338,65 @@ static int put_stack(struct cw *w, uint32_t id)
 		if (i ? cbuf_s(def, (int64_t)(ip - prev)) : cbuf_u(def, ip))
 			return -1;
 		prev = ip;
+	}
+	return 0;
+}
+
+/*
+ * A stack id used by a new key or a pool allocation: its definition the
+ * first time.  The reader may not have handed it out yet (the thread that
+ * defined it wrote its chunk later than another thread used it): 0 then,
+ * and the definition follows as HTR_COP_STACK once the reader has it.
+ */
+static int put_stack(struct cw *w, uint32_t id)
+{
+	const struct dump_stack *st;
+
+	if (id == HTR_STACK_NONE)
+		return 0;
+	if (stack_room(w, id))
+		return -1;
+	if (w->stack_done[id] == STACK_DONE)
+		return 0;
+	st = dump_stack(w->d, id);
+	if (st) {
+		w->stack_done[id] = STACK_DONE;
+		return put_frames(w, st);
+	}
+	if (w->stack_done[id] != STACK_LATE && w->nlate < MAX_LATE_STACKS) {
+		if (w->nlate == w->caplate) {
+			size_t cap = w->caplate ? 2 * w->caplate : 16;
+			uint32_t *l = realloc(w->late, cap * sizeof(*l));
+
+			if (!l)
+				return -1;
+			w->late = l;
+			w->caplate = cap;
+		}
+		w->late[w->nlate++] = id;
+		w->stack_done[id] = STACK_LATE;
+	}
+	return cbuf_u(&w->s[HTR_CS_DEF], 0);
+}
+
+/* The late stacks the reader has handed out by now, as HTR_COP_STACK ops. */
+static int put_late_stacks(struct cw *w)
+{
+	size_t i = 0;
+
+	while (i < w->nlate) {
+		uint32_t id = w->late[i];
+		const struct dump_stack *st = dump_stack(w->d, id);
+
+		if (!st) {
+			i++;
+			continue;
+		}
+		w->stack_done[id] = STACK_DONE;
+		w->late[i] = w->late[--w->nlate];
+		if (cbuf_byte(&w->s[HTR_CS_OPS], HTR_COP_STACK) || cbuf_u(&w->s[HTR_CS_DEF], id) ||
+		    put_frames(w, st))
+			return -1;
 	}
 	return 0;
 }
@@ -345,12 +440,24 @@ static int put_alloc(struct cw *w, struct thread *t, const struct dump_event *ev
 	uint32_t h;
 	int64_t k, rank;
 
-	if (!ev->ptr)		/* a null result */
+	if (!ev->ptr) {		/* a null result */
+		t->last_synth = 0;
 		return put_timed(w, t, c, ev->client, api | HTR_COP_ALLOC_AT) ||
 		       cbuf_u(def, 2) || put_key(w, ev) < 0 ? -1 : 0;
+	}
 	h = hmap_alloc(&w->hm, ev->ptr);
 	if (h == HANDLE_NONE || clists_reserve(&w->l, h))
 		return -1;
+	if (h >= w->capblk) {
+		size_t cap = w->l.capnode;
+		struct cw_block *b = realloc(w->blk, cap * sizeof(*b));
+
+		if (!b)
+			return -1;
+		w->blk = b;
+		w->capblk = cap;
+	}
+	w->blk[h] = (struct cw_block){ ev->client, ev->tid, ev->api };
 	if (w->l.node[h].live) {
 		/* its free was never recorded: the block keeps its address, takes the new key */
 		uint64_t synth = w->l.node[h].synth;
@@ -364,6 +471,7 @@ static int put_alloc(struct cw *w, struct thread *t, const struct dump_event *ev
 		if (k < 0)
 			return -1;
 		clists_link(&w->l, h, (uint32_t)k, synth);
+		t->last_synth = synth;
 		return 0;
 	}
 	if (put_timed(w, t, c, ev->client,
@@ -373,7 +481,40 @@ static int put_alloc(struct cw *w, struct thread *t, const struct dump_event *ev
 	if (k < 0)
 		return -1;
 	clists_link(&w->l, h, (uint32_t)k, w->next_synth);
+	t->last_synth = w->next_synth;
 	w->next_synth += 16;
+	return 0;
+}
+
+/*
+ * A free of block h deep in its key's list: a block at either end of the
+ * list with the same thread, client and api may stand in for it, taking
+ * its place (and its address, as the reader numbers them): the rank is
+ * then 0 or 1, and the figures per site, thread and client stay the same;
+ * only the two blocks' allocation times are exchanged.  0 when none does.
+ */
+static uint32_t stand_in(struct cw *w, const struct thread *t, uint32_t h, int64_t *rank)
+{
+	const struct ckey *k = &w->l.key[w->l.node[h].key];
+	const struct cw_block *b = &w->blk[h];
+	const struct thread *owner = thread_find(w, b->tid);
+	uint32_t ends[2] = { k->head, k->tail };
+	uint64_t last1 = t->last_synth, last2 = owner ? owner->last_synth : 0;
+	int i;
+
+	/* a thread's latest allocation keeps its own: the replay counts temporaries by it */
+	if (w->l.node[h].synth == last1 || w->l.node[h].synth == last2)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		const struct cw_block *e = &w->blk[ends[i]];
+		uint64_t synth = w->l.node[ends[i]].synth;
+
+		if (e->tid == b->tid && e->client == b->client && e->api == b->api &&
+		    synth != last1 && synth != last2) {
+			*rank = i;
+			return ends[i];
+		}
+	}
 	return 0;
 }
 
@@ -381,22 +522,34 @@ static int put_free(struct cw *w, struct thread *t, const struct dump_event *ev,
 {
 	struct cbuf *def = &w->s[HTR_CS_DEF];
 	uint8_t api = (uint8_t)(ev->api << 3);
-	uint32_t h = ev->ptr ? hmap_free(&w->hm, ev->ptr) : HANDLE_UNKNOWN;
+	uint32_t h = ev->ptr ? hmap_free(&w->hm, ev->ptr) : HANDLE_UNKNOWN, y = 0;
 	int64_t rank;
 
 	if (h == HANDLE_NONE)
 		return -1;
-	if (ev->api == HTR_API_REALLOC) {	/* its allocation half may come next */
-		t->realloc_open = 1;
+	if (ev->api == HTR_API_REALLOC || ev->api == HTR_API_REALLOCARRAY) {
+		t->realloc_open = 1;	/* its allocation half may come next */
 		w->open_reallocs++;
 	}
-	if (h == HANDLE_UNKNOWN || h >= w->l.capnode || !w->l.node[h].live)
+	if (h == HANDLE_UNKNOWN || h >= w->l.capnode || !w->l.node[h].live) {
+		t->last_synth = 0;
 		return put_timed(w, t, c, ev->client, api | HTR_COP_FREE_ADDR) ||
 		       cbuf_u(def, 0) || cbuf_u(def, ev->ptr) ? -1 : 0;
-	rank = clists_rank(&w->l, h, HTR_COMPACT_RANK_MAX);
+	}
+	rank = clists_rank(&w->l, h, w->exact_max);
+	if (rank < 0)
+		y = stand_in(w, t, h, &rank);
+	t->last_synth = 0;
 	if (rank < 0 ? put_timed(w, t, c, ev->client, api | HTR_COP_FREE_ADDR) || cbuf_u(def, 1)
 		     : put_timed(w, t, c, ev->client, api | HTR_COP_FREE))
 		return -1;
+	if (y) {
+		if (cbuf_u(&w->s[HTR_CS_FKEY], w->l.node[h].key) ||
+		    cbuf_u(&w->s[HTR_CS_RANK], (uint64_t)rank))
+			return -1;
+		clists_replace(&w->l, h, y);
+		return 0;
+	}
 	if (put_block(w, h, rank))
 		return -1;
 	clists_unlink(&w->l, h);
@@ -427,6 +580,7 @@ static int put_control(struct cw *w, struct thread *t, const struct dump_event *
 		return cbuf_u(def, ev->id);
 	case HTR_SUB_THREAD_EXIT:
 		t->client = 0;		/* the reader forgets the thread's client */
+		t->last_synth = 0;
 		return 0;
 	case HTR_SUB_THREAD_NAME:
 		return cbuf_bytes(def, text, strlen(text));
@@ -623,6 +777,8 @@ static void cw_free(struct cw *w)
 	free(w->th);
 	free(w->thslot);
 	free(w->stack_done);
+	free(w->late);
+	free(w->blk);
 	free(w->zout);
 	hmap_release(&w->hm);
 	clists_free(&w->l);
@@ -645,6 +801,7 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 	w.out = out;
 	w.inpath = inpath;
 	w.next_synth = HTR_COMPACT_SYNTH_BASE;
+	w.exact_max = EXACT_RANK;
 	in = fopen(inpath, "rb");
 	if (!in || fread(&h, 1, sizeof(h), in) != sizeof(h)) {
 		if (in)

@@ -34,12 +34,15 @@
  *                events in order; every other stream follows that order.
  *   HTR_CS_OPS   one byte per op: (api << 3) | HTR_COP_*.
  *   HTR_CS_AKEY  an allocation's key number; the next number not yet
- *                defined defines it (HTR_CS_DEF: api, size, usable_extra,
- *                stack id, and, the first time a stack id is used, its
- *                depth and frames as in HTR_EV_STACK).
+ *                defined defines it (HTR_CS_DEF: size, usable_extra, stack
+ *                id, and, until the stack is defined, depth + 1 and its
+ *                frames as in HTR_EV_STACK, or 0 when the writer has no
+ *                definition yet: HTR_COP_STACK brings it later).
  *   HTR_CS_FKEY  a free's key number: the key its block was allocated with.
- *   HTR_CS_RANK  a free's rank: how many live blocks of that key were
- *                allocated after its block (0: the newest).
+ *   HTR_CS_RANK  a free's rank, where its block is in the live blocks of
+ *                that key: 2 r when r of them were allocated after it (0:
+ *                the newest), 2 r + 1 when r of them before it (1: the
+ *                oldest).
  *   HTR_CS_DEF   everything else, in op order: key and stack definitions,
  *                control fields, far and foreign blocks.
  *
@@ -52,7 +55,7 @@
 #define HTR_REC_COMPACT 11
 #define HTR_COMPACT_TIME_NS 1000000ull
 #define HTR_COMPACT_SYNTH_BASE (1ull << 56)
-/* A free whose block lies deeper in its key's list is named by address. */
+/* A free whose block lies deeper in its key's list (from either end) is named by address. */
 #define HTR_COMPACT_RANK_MAX 64
 
 enum htr_compact_stream {
@@ -95,6 +98,12 @@ enum htr_compact_op {
 	HTR_COP_CONTROL = 5,
 	/* not timed: the next timed op's thread works for client (DEF: client id) */
 	HTR_COP_CLIENT = 6,
+	/*
+	 * not timed: a stack whose definition the writer did not have when a
+	 * key first used it (DEF: stack id, depth + 1, frames); it goes to the
+	 * next timed op's chunk
+	 */
+	HTR_COP_STACK = 7,
 };
 
 #endif

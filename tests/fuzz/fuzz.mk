@@ -15,9 +15,9 @@ FUZZ_DIR = $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CLANG ?= clang
 FUZZ_SRC = tests/fuzz/fuzz_dump.c analyzer/dump.c analyzer/dump_thread.c analyzer/dump_pipe.c \
-	   analyzer/chunkunpack.c
-FUZZ_DEPS = $(FUZZ_SRC) analyzer/dump.h analyzer/dump_internal.h \
-	    common/htr_format.h common/htr_varint.h
+	   analyzer/chunkunpack.c analyzer/compact_read.c analyzer/compact.c
+FUZZ_DEPS = $(FUZZ_SRC) analyzer/dump.h analyzer/dump_internal.h analyzer/compact.h \
+	    analyzer/compact_read.h common/htr_format.h common/htr_varint.h common/htr_compact.h
 FUZZ_CFLAGS = -std=gnu11 -O1 -g -D_GNU_SOURCE -Icommon -Ianalyzer \
 	      -fno-omit-frame-pointer $(WARN)
 

@@ -12,7 +12,8 @@ CLIENTSU_DIR = $(BUILD)/unit
 CLIENTSU_OBJ = $(BUILD)/obj/analyzer/clients.o $(BUILD)/obj/analyzer/replay.o \
 	       $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o \
 	       $(BUILD)/obj/analyzer/dump_pipe.o \
-	       $(BUILD)/obj/analyzer/chunkunpack.o
+	       $(BUILD)/obj/analyzer/chunkunpack.o $(BUILD)/obj/analyzer/compact_read.o \
+	       $(BUILD)/obj/analyzer/compact.o
 
 $(CLIENTSU_DIR)/test_clients: tests/unit/test_clients.c tests/unit/dumpgen.c \
 		tests/unit/dumpgen.h $(CLIENTSU_OBJ) analyzer/clients.h \

@@ -19,7 +19,8 @@ BENCH_DUMP_EVENTS ?= 20000000
 # The reader's objects, for any test that links it without the whole analyzer.
 DUMP_OBJ = $(BUILD)/obj/analyzer/dump.o $(BUILD)/obj/analyzer/dump_thread.o \
 	   $(BUILD)/obj/analyzer/dump_pipe.o \
-	   $(BUILD)/obj/analyzer/chunkunpack.o
+	   $(BUILD)/obj/analyzer/chunkunpack.o $(BUILD)/obj/analyzer/compact_read.o \
+	   $(BUILD)/obj/analyzer/compact.o
 
 $(DUMPU_DIR)/test_dump: tests/unit/test_dump.c $(DUMPGEN_DEPS) \
 		$(DUMP_OBJ) analyzer/dump.h analyzer/dump_internal.h
