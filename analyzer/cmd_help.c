@@ -334,7 +334,7 @@ static const struct help_entry {
 	  "  heaptrail pprof server.htr -o server.pb.gz\n"
 	  "  go tool pprof -top -sample_index=inuse_space server.pb.gz\n" },
 	{ "pack",
-	  "usage: heaptrail pack DUMP... [-o OUT] [--level N]\n"
+	  "usage: heaptrail pack DUMP... [-o OUT] [--level N] [--compact]\n"
 	  "\n"
 	  "Rewrites a dump smaller: its chunks packed into columns (as the shim\n"
 	  "does with CPU to spare, HEAPTRAIL_PACK), a thread's chunks of one frame\n"
@@ -346,13 +346,21 @@ static const struct help_entry {
 	  "still writes is not replaced.  Several dumps (a process tree's\n"
 	  "run.htr*) are each packed in place.\n"
 	  "\n"
+	  "With --compact the dump keeps no block addresses and times only to\n"
+	  "the millisecond, about heaptrack's size or less: every verb but frag\n"
+	  "(which refuses it) reads the same figures, times rounded down; a free\n"
+	  "deep among its site's live blocks may name another block of the same\n"
+	  "site, size, thread and client, so blocks' own lifetimes are not kept.\n"
+	  "\n"
 	  "options:\n"
 	  "  -o, --output OUT  write OUT (one DUMP only; default: DUMP itself,\n"
 	  "                    replaced once the packed dump is complete)\n"
-	  "  --level N         zstd level, 1 to 19 (default 9)\n"
+	  "  --level N         zstd level, 1 to 19 (default 9; 12 with --compact)\n"
+	  "  --compact         the compact encoding (docs/usage.md)\n"
 	  "\n"
 	  "example:\n"
-	  "  heaptrail pack run.htr -o run.packed.htr\n" },
+	  "  heaptrail pack run.htr -o run.packed.htr\n"
+	  "  heaptrail pack --compact run.htr -o run.compact.htr\n" },
 	{ "help",
 	  "usage: heaptrail help [VERB]\n"
 	  "\n"

@@ -359,20 +359,44 @@ class Bench:
                                % (ea, ef, tot["allocations"], tot["frees"]))
 
     def pack_after(self, name, st, events):
-        """`heaptrail pack` on the default configuration's latest dump: the
-        size a dump recorded at full speed (not packed while every core was
-        busy) has once packed afterwards, and how long packing took."""
-        out = st["dump"] + ".packed"
-        t0 = time.monotonic()
-        p = subprocess.run([self.cli, "pack", st["dump"], "-o", out], capture_output=True)
-        took = time.monotonic() - t0
-        if p.returncode != 0 or not os.path.exists(out):
-            self.error(name, "heaptrail", ["heaptrail", "pack", st["dump"], "-o", out], {},
-                       "pack failed", p.stderr.decode("utf-8", "replace").strip()[-800:])
-            return
-        st["pack_after_bytes_per_event"] = os.path.getsize(out) / events
-        st["pack_after_seconds"] = round(took, 3)
-        os.unlink(out)
+        """`heaptrail pack` and `heaptrail pack --compact` on the default
+        configuration's latest dump: the size a dump recorded at full speed
+        (not packed while every core was busy) has once packed or compacted
+        afterwards, and how long that took.  The compact dump's report
+        totals must be the recorded dump's."""
+        for key, extra in (("pack_after", []), ("compact_after", ["--compact"])):
+            out = st["dump"] + "." + key
+            argv = [self.cli, "pack"] + extra + [st["dump"], "-o", out]
+            t0 = time.monotonic()
+            p = subprocess.run(argv, capture_output=True)
+            took = time.monotonic() - t0
+            if p.returncode != 0 or not os.path.exists(out):
+                self.error(name, "heaptrail", ["heaptrail"] + argv[1:], {},
+                           "pack failed", p.stderr.decode("utf-8", "replace").strip()[-800:])
+                continue
+            st[key + "_bytes_per_event"] = os.path.getsize(out) / events
+            st[key + "_seconds"] = round(took, 3)
+            if extra:
+                self.same_totals(name, st["dump"], out)
+            os.unlink(out)
+
+    def same_totals(self, name, dump, compact):
+        """The report totals of a compact dump against those of its dump."""
+        keys = ("allocations", "frees", "allocated_bytes", "peak_live_bytes", "leaked_bytes",
+                "leaked_blocks", "reallocs", "temporary")
+        tots = []
+        for path in (dump, compact):
+            p = subprocess.run([self.cli, "report", "--json", "--top", "0", path],
+                               capture_output=True)
+            try:
+                tots.append(json.loads(p.stdout)["totals"])
+            except (ValueError, KeyError):
+                tots.append({})
+        diff = [(k, tots[0].get(k), tots[1].get(k)) for k in keys
+                if tots[0].get(k) != tots[1].get(k)]
+        if diff:
+            self.error(name, "heaptrail", ["heaptrail", "report", "--json", compact], {},
+                       "the compact dump's totals differ", repr(diff))
 
     # ---------------------------------------------------------------- parts
 
@@ -641,10 +665,11 @@ class Bench:
                 if a is not None and b is not None:
                     add("%s: dump bytes/event %s <= heaptrack (%.2f)" % (wl, cn, b), a, b,
                         a <= b, "%.2f")
-            a = c.get("heaptrail", {}).get("pack_after_bytes_per_event")
-            if a is not None and b is not None:
-                add("%s: dump bytes/event heaptrail + pack <= heaptrack (%.2f)" % (wl, b), a, b,
-                    a <= b, "%.2f")
+            for key, what in (("pack_after", "pack"), ("compact_after", "pack --compact")):
+                a = c.get("heaptrail", {}).get(key + "_bytes_per_event")
+                if a is not None and b is not None:
+                    add("%s: dump bytes/event heaptrail + %s <= heaptrack (%.2f)" % (wl, what, b),
+                        a, b, a <= b, "%.2f")
         s = W.get("sampling", {}).get("slowdown", {}).get("sampled")
         add("mtmalloc: sampling (%d) overhead <= %d%%" % (SAMPLE_BYTES,
                                                          MAX_SAMPLING_OVERHEAD * 100),
@@ -707,6 +732,9 @@ class Bench:
             if pa.get("pack_after_bytes_per_event") is not None:
                 print("%-13s heaptrail's dump after `heaptrail pack`: %.2f bytes/event (%.2f s)" % (
                     "", pa["pack_after_bytes_per_event"], pa["pack_after_seconds"]))
+            if pa.get("compact_after_bytes_per_event") is not None:
+                print("%-13s ... after `heaptrail pack --compact`: %.2f bytes/event (%.2f s)" % (
+                    "", pa["compact_after_bytes_per_event"], pa["compact_after_seconds"]))
             if w.get("overhead_ratio") is not None:
                 print("%-13s heaptrack's overhead is %.1fx heaptrail's" % (
                     "", w["overhead_ratio"]))

@@ -70,6 +70,14 @@ def main():
         print("The `heaptrail` row's dump after `heaptrail pack`, bytes/event (time to pack): " +
               ", ".join(after) + ".")
         print()
+    compact = ["%s %.2f (%.2f s)" % (wl, st["compact_after_bytes_per_event"],
+                                     st["compact_after_seconds"])
+               for wl, w in r["workloads"].items() for c, st in w["configs"].items()
+               if st.get("compact_after_bytes_per_event") is not None]
+    if compact:
+        print("The same dump after `heaptrail pack --compact`, bytes/event (time to compact): " +
+              ", ".join(compact) + ".")
+        print()
     ratios = [(wl, w["overhead_ratio"]) for wl, w in r["workloads"].items()
               if w.get("overhead_ratio") is not None]
     if ratios:

@@ -12,8 +12,9 @@ they must be the program's.
                 allocations and bytes are the program's own, no chunk
                 record is left and the process record says compact; the
                 compact dump is smaller than the packed one; compacting it
-                again changes nothing; frag refuses it with one line
-                (exit 2); html leaves out frag and the page map
+                again changes nothing; flame (leaked, peak) and gate print
+                the same; frag refuses it with one line (exit 2); html
+                leaves out frag and the page map
   reach         reach_basic with --reach: leaks' reachability classes per
                 site the same
   clients       gate_clients: the residue per client the same, and the
@@ -223,6 +224,12 @@ def case_threads():
                  rel.site_sum(doc, name, "allocations"), n)
             T.eq("threads: bytes at %s as the program counted" % name,
                  rel.site_sum(doc, name, "allocated_bytes"), nbytes)
+    for verb in (["flame"], ["flame", "--cost", "peak"], ["gate"]):
+        ca = check.run([check.HEAPTRAIL] + verb + [dump])
+        cb = check.run([check.HEAPTRAIL] + verb + [small])
+        T.check("threads: %s prints the same and exits the same" % " ".join(verb),
+                ca.returncode == cb.returncode and ca.stdout == cb.stdout,
+                "exit %d / %d" % (ca.returncode, cb.returncode))
     again = small + ".again.htr"
     cp = compact(small, "-o", again)
     T.eq("threads: compacting the compact dump exits 0", cp.returncode, 0)
