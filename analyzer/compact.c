@@ -75,6 +75,34 @@ void cbuf_free(struct cbuf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* ---- synthetic addresses ---- */
+
+uint64_t csynth_take(struct csynth *s)
+{
+	return s->nfreed ? s->freed[--s->nfreed] : s->next++;
+}
+
+int csynth_give(struct csynth *s, uint64_t slot)
+{
+	if (s->nfreed == s->capfreed) {
+		size_t cap = s->capfreed ? 2 * s->capfreed : 1024;
+		uint64_t *f = realloc(s->freed, cap * sizeof(*f));
+
+		if (!f)
+			return -1;
+		s->freed = f;
+		s->capfreed = cap;
+	}
+	s->freed[s->nfreed++] = slot;
+	return 0;
+}
+
+void csynth_free(struct csynth *s)
+{
+	free(s->freed);
+	memset(s, 0, sizeof(*s));
+}
+
 /* ---- key lists ---- */
 
 int clists_reserve(struct clists *l, uint32_t h)
@@ -220,7 +248,7 @@ static void slot_put(uint32_t *slot, size_t nslots, const struct ckey *k, uint32
 	slot[i] = v;
 }
 
-int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t stack)
+int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t stack, int find)
 {
 	if (l->nkeys >= UINT32_MAX - 1)
 		return -1;
@@ -233,7 +261,7 @@ int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t sta
 		l->key = k;
 		l->capkeys = cap;
 	}
-	if (2 * (l->nkeys + 1) > l->nslots) {
+	if (find && 2 * (l->nkeys + 1) > l->nslots) {
 		size_t n = l->nslots ? 2 * l->nslots : 2048, i;
 		uint32_t *s = calloc(n, sizeof(*s));
 
@@ -246,7 +274,8 @@ int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t sta
 		l->nslots = n;
 	}
 	l->key[l->nkeys] = (struct ckey){ size, extra, stack, 0, 0 };
-	slot_put(l->slot, l->nslots, &l->key[l->nkeys], (uint32_t)l->nkeys + 1);
+	if (find)
+		slot_put(l->slot, l->nslots, &l->key[l->nkeys], (uint32_t)l->nkeys + 1);
 	return (int64_t)l->nkeys++;
 }
 

@@ -21,6 +21,22 @@ int cbuf_raw(struct cbuf *b, const void *p, size_t n);
 void cbuf_free(struct cbuf *b);
 
 /*
+ * Synthetic addresses, as the reader gives them and the writer foresees
+ * them: slot n is address HTR_COMPACT_SYNTH_BASE + 16 n; an allocation
+ * takes the slot freed last, else a new one (so that the reader's handle
+ * map meets the same few addresses again, as with a real allocator).
+ */
+struct csynth {
+	uint64_t *freed;
+	size_t nfreed, capfreed;
+	uint64_t next;			/* slots ever given */
+};
+
+uint64_t csynth_take(struct csynth *s);
+int csynth_give(struct csynth *s, uint64_t slot);	/* -1 when out of memory */
+void csynth_free(struct csynth *s);
+
+/*
  * The live blocks of each allocation key, newest first, which the writer
  * and the reader keep alike (htr_compact.h).  Blocks are numbered by the
  * caller from 1 (a handle); 0 ends a list.  Keys are numbered from 0 in
@@ -64,8 +80,8 @@ uint32_t clists_nth(const struct clists *l, uint32_t k, uint64_t rank);
 int64_t clists_rank(const struct clists *l, uint32_t h, unsigned max);
 /* The key's number, -1 when it has none yet. */
 int64_t clists_find(const struct clists *l, uint64_t size, uint64_t extra, uint32_t stack);
-/* A new key's number; -1 when out of memory. */
-int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t stack);
+/* A new key's number, found by clists_find() when 'find'; -1 when out of memory. */
+int64_t clists_add(struct clists *l, uint64_t size, uint64_t extra, uint32_t stack, int find);
 void clists_free(struct clists *l);
 
 #endif

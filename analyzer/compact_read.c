@@ -34,8 +34,7 @@ struct crun {
 
 struct compact_reader {
 	struct clists l;
-	struct hmap hm;			/* synthetic address -> block */
-	uint64_t next_synth;
+	struct csynth syn;		/* block h is slot h - 1 */
 	uint8_t *stack_done;
 	size_t capstack;
 	struct crun *runs;
@@ -48,8 +47,6 @@ struct compact_reader *compact_reader_new(void)
 {
 	struct compact_reader *c = calloc(1, sizeof(*c));
 
-	if (c)
-		c->next_synth = HTR_COMPACT_SYNTH_BASE;
 	return c;
 }
 
@@ -66,7 +63,7 @@ void compact_reader_free(struct compact_reader *c)
 	cbuf_free(&c->late);
 	free(c->stack_done);
 	clists_free(&c->l);
-	hmap_release(&c->hm);
+	csynth_free(&c->syn);
 	free(c);
 }
 
@@ -306,7 +303,7 @@ static int64_t take_key(struct win *w, struct crun *r)
 	stack = get(w, HTR_CS_DEF);
 	if (w->why || take_stack(w, r, stack))
 		return -1;
-	n = clists_add(l, size, extra, (uint32_t)stack);
+	n = clists_add(l, size, extra, (uint32_t)stack, 0);
 	if (n < 0)
 		w->nomem = 1;
 	return n;
@@ -319,14 +316,13 @@ static uint32_t take_block(struct win *w, int by_addr)
 	uint32_t h;
 
 	if (by_addr) {
-		uint64_t ago = get(w, HTR_CS_DEF);
+		uint64_t slot = get(w, HTR_CS_DEF);
 
-		if (w->why || !ago || ago > (c->next_synth - HTR_COMPACT_SYNTH_BASE) / 16)
-			return bad(w, "a free names a block never allocated"), 0;
-		h = hmap_get(&c->hm, c->next_synth - 16 * ago);
-		if (h == HANDLE_UNKNOWN || h >= c->l.capnode || !c->l.node[h].live)
+		if (w->why)
+			return 0;
+		if (slot >= c->syn.next || slot + 1 >= c->l.capnode || !c->l.node[slot + 1].live)
 			return bad(w, "a free names a block not live"), 0;
-		return h;
+		return (uint32_t)(slot + 1);
 	}
 	{
 		uint64_t k = get(w, HTR_CS_FKEY), rank = get(w, HTR_CS_RANK);
@@ -342,13 +338,14 @@ static uint32_t take_block(struct win *w, int by_addr)
 	}
 }
 
-/* A live block goes: out of its list and the address map. */
+/* A live block goes: out of its list, its slot free again. */
 static uint64_t drop_block(struct win *w, uint32_t h)
 {
 	uint64_t synth = w->c->l.node[h].synth;
 
 	clists_unlink(&w->c->l, h);
-	hmap_free(&w->c->hm, synth);
+	if (csynth_give(&w->c->syn, h - 1))
+		w->nomem = 1;
 	return synth;
 }
 
@@ -395,17 +392,18 @@ nomem:
 static int new_block(struct win *w, uint32_t key, uint64_t *synth)
 {
 	struct compact_reader *c = w->c;
-	uint32_t h = hmap_alloc(&c->hm, c->next_synth);
+	uint64_t slot = csynth_take(&c->syn);
 
-	if (h == HANDLE_NONE || clists_reserve(&c->l, h)) {
+	if (slot >= UINT32_MAX - 1)
+		return bad(w, "more live blocks than a reader holds");
+	if (clists_reserve(&c->l, (uint32_t)slot + 1)) {
 		w->nomem = 1;
 		return -1;
 	}
-	if (c->l.node[h].live)
-		return bad(w, "synthetic addresses ran out");
-	clists_link(&c->l, h, key, c->next_synth);
-	*synth = c->next_synth;
-	c->next_synth += 16;
+	if (c->l.node[slot + 1].live)
+		return bad(w, "a synthetic address given twice");
+	*synth = HTR_COMPACT_SYNTH_BASE + 16 * slot;
+	clists_link(&c->l, (uint32_t)slot + 1, key, *synth);
 	return 0;
 }
 
@@ -493,7 +491,8 @@ static int timed_op(struct win *w, struct crun *r, unsigned type, unsigned api, 
 		h = take_block(w, 0);
 		if (!h)
 			return -1;
-		return emit_free(w, r, api, t, drop_block(w, h));
+		synth = drop_block(w, h);
+		return w->nomem ? -1 : emit_free(w, r, api, t, synth);
 	case HTR_COP_FREE_ADDR:
 		flag = get(w, HTR_CS_DEF);
 		if (w->why)
@@ -506,7 +505,8 @@ static int timed_op(struct win *w, struct crun *r, unsigned type, unsigned api, 
 		h = take_block(w, 1);
 		if (!h)
 			return -1;
-		return emit_free(w, r, api, t, drop_block(w, h));
+		synth = drop_block(w, h);
+		return w->nomem ? -1 : emit_free(w, r, api, t, synth);
 	case HTR_COP_ALLOC_AT:
 		flag = get(w, HTR_CS_DEF);
 		if (w->why || flag > 2)

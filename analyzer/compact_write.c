@@ -81,7 +81,7 @@ struct cw {
 	/* blocks: recorded address -> our handle; key lists as the reader keeps them */
 	struct hmap hm;
 	struct clists l;
-	uint64_t next_synth;
+	struct csynth syn;
 	uint8_t *stack_done;		/* by stack id: STACK_DONE, STACK_LATE or 0 */
 	size_t capstack;
 	uint32_t *late;			/* stacks used before the reader had them */
@@ -408,7 +408,7 @@ static int64_t put_key(struct cw *w, const struct dump_event *ev)
 	int64_t k = clists_find(&w->l, ev->size, extra, ev->stack);
 
 	if (k < 0) {
-		k = clists_add(&w->l, ev->size, extra, ev->stack);
+		k = clists_add(&w->l, ev->size, extra, ev->stack, 1);
 		if (k < 0 || cbuf_u(&w->s[HTR_CS_DEF], ev->size) ||
 		    cbuf_u(&w->s[HTR_CS_DEF], extra) || cbuf_u(&w->s[HTR_CS_DEF], ev->stack) ||
 		    put_stack(w, ev->stack))
@@ -425,7 +425,8 @@ static int64_t put_key(struct cw *w, const struct dump_event *ev)
 static int put_block(struct cw *w, uint32_t h, int64_t rank)
 {
 	if (rank < 0)
-		return cbuf_u(&w->s[HTR_CS_DEF], (w->next_synth - w->l.node[h].synth) / 16);
+		return cbuf_u(&w->s[HTR_CS_DEF],
+			      (w->l.node[h].synth - HTR_COMPACT_SYNTH_BASE) / 16);
 	return cbuf_u(&w->s[HTR_CS_FKEY], w->l.node[h].key) ||
 	       cbuf_u(&w->s[HTR_CS_RANK], (uint64_t)rank) ? -1 : 0;
 }
@@ -480,9 +481,8 @@ static int put_alloc(struct cw *w, struct thread *t, const struct dump_event *ev
 	k = put_key(w, ev);
 	if (k < 0)
 		return -1;
-	clists_link(&w->l, h, (uint32_t)k, w->next_synth);
-	t->last_synth = w->next_synth;
-	w->next_synth += 16;
+	t->last_synth = HTR_COMPACT_SYNTH_BASE + 16 * csynth_take(&w->syn);
+	clists_link(&w->l, h, (uint32_t)k, t->last_synth);
 	return 0;
 }
 
@@ -544,16 +544,19 @@ static int put_free(struct cw *w, struct thread *t, const struct dump_event *ev,
 		     : put_timed(w, t, c, ev->client, api | HTR_COP_FREE))
 		return -1;
 	if (y) {
+		/* the reader frees y's address; y lives on at h's */
+		uint64_t gone = w->l.node[y].synth;
+
 		if (cbuf_u(&w->s[HTR_CS_FKEY], w->l.node[h].key) ||
 		    cbuf_u(&w->s[HTR_CS_RANK], (uint64_t)rank))
 			return -1;
 		clists_replace(&w->l, h, y);
-		return 0;
+		return csynth_give(&w->syn, (gone - HTR_COMPACT_SYNTH_BASE) / 16);
 	}
 	if (put_block(w, h, rank))
 		return -1;
 	clists_unlink(&w->l, h);
-	return 0;
+	return csynth_give(&w->syn, (w->l.node[h].synth - HTR_COMPACT_SYNTH_BASE) / 16);
 }
 
 static int put_control(struct cw *w, struct thread *t, const struct dump_event *ev, uint64_t c)
@@ -781,6 +784,7 @@ static void cw_free(struct cw *w)
 	free(w->blk);
 	free(w->zout);
 	hmap_release(&w->hm);
+	csynth_free(&w->syn);
 	clists_free(&w->l);
 	if (w->cz)
 		ZSTD_freeCCtx(w->cz);
@@ -800,7 +804,6 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 	memset(&w, 0, sizeof(w));
 	w.out = out;
 	w.inpath = inpath;
-	w.next_synth = HTR_COMPACT_SYNTH_BASE;
 	w.exact_max = EXACT_RANK;
 	in = fopen(inpath, "rb");
 	if (!in || fread(&h, 1, sizeof(h), in) != sizeof(h)) {
