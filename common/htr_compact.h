@@ -6,10 +6,10 @@
  * A compact dump (process flag HTR_PF_COMPACT) keeps what the site-level
  * analyses need and drops what only 'frag' uses:
  *
- *  - block addresses: each block gets a synthetic address, given by the
- *    reader in allocation order (HTR_COMPACT_SYNTH_BASE + 16 n for the n-th
- *    allocation of the dump); a free names its block by its allocation key
- *    and rank, never by address;
+ *  - block addresses: each block gets a synthetic address from the reader,
+ *    HTR_COMPACT_SYNTH_BASE + 16 n for slot n, an allocation taking the
+ *    slot freed last, else a new one (n counts from 0); a free names its
+ *    block by its allocation key and rank, or by slot, never by address;
  *  - time finer than HTR_COMPACT_TIME_NS: an event's time is the recorded
  *    one rounded down to that, raised where needed to 1 ns after the event
  *    before it in the dump's merged order (so the order of every event of
@@ -82,16 +82,16 @@ enum htr_compact_op {
 	HTR_COP_REALLOC_NEW = 2,
 	/*
 	 * timed: a free by address (DEF: flag, value): flag 1, a live block
-	 * deeper than HTR_COMPACT_RANK_MAX in its list, value = how many
-	 * allocations ago it was made (1: the latest); flag 0, a pointer that
-	 * is not live (value: the recorded address, 0 for free(NULL))
+	 * deeper than the writer's rank limit in its list, value = its slot;
+	 * flag 0, a pointer that is not live (value: the recorded address, 0
+	 * for free(NULL))
 	 */
 	HTR_COP_FREE_ADDR = 3,
 	/*
 	 * timed: an allocation at the address of a live block whose free was
-	 * never recorded (FKEY, RANK name that block; then AKEY): the block
-	 * keeps its address and takes the new key; api 0 flag byte in DEF
-	 * says 1 for a null result instead (no FKEY, RANK)
+	 * never recorded: DEF flag 0, FKEY and RANK name that block, flag 1,
+	 * DEF its slot; the block keeps its address and takes the new key
+	 * (AKEY).  Flag 2: a null result (AKEY only).
 	 */
 	HTR_COP_ALLOC_AT = 4,
 	/* timed: a control event (DEF: sub, then its fields as in HTR_EV_CONTROL) */
