@@ -98,6 +98,7 @@ def main():
     print("|---|---:|---|")
     for t in r["targets"]:
         print("| %s | %s | %s |" % (t["target"], t["shown"],
+                                    "info" if t.get("info") else
                                     {True: "PASS", False: "FAIL", None: "not measured"}[t["pass"]]))
     if r["errors"]:
         print()
