@@ -20,8 +20,9 @@
  * gives each block the synthetic address the reader will give it.
  */
 
-#define WINDOW_EVENTS (1u << 18)	/* timed events of one HTR_REC_COMPACT, at most */
-#define WINDOW_BYTES (1u << 20)	/* and its stream bytes, about */
+#define WINDOW_EVENTS (1u << 18)	/* timed events of one HTR_REC_COMPACT, about */
+#define WINDOW_BYTES (1u << 20)		/* and its stream bytes (twice that at most) */
+#define WINDOW_THREADS 16384u		/* its runs, at most (a reader takes 65,536) */
 #define FRAME_EVENTS (1u << 20)		/* events of one frame: what a reader decodes at once */
 #define FRAME_BYTES (3u << 20)		/* and its raw bytes, about */
 #define REACH_PER_RECORD 200000u	/* blocks of one HTR_REC_REACH */
@@ -71,7 +72,7 @@ struct cw {
 	struct run *runs;
 	size_t nruns, capruns;
 	struct cbuf s[HTR_CS_COUNT];	/* HTR_CS_TIME unused: the runs hold it */
-	uint64_t wevents;
+	uint64_t wevents, wbytes;	/* its timed events, its bytes in every stream */
 	/* threads, by tid */
 	struct thread *th;
 	size_t nth, capth;
@@ -88,8 +89,6 @@ struct cw {
 	size_t nlate, caplate;
 	uint64_t now;			/* the compact time of the latest event or record */
 	int started;
-	/* blocks named by rank up to this deep; below, a stand-in or the address */
-	unsigned exact_max;
 	struct cw_block *blk;		/* by handle: who made each live block */
 	size_t capblk;
 	int nomem;
@@ -114,6 +113,10 @@ static int flush_frame(struct cw *w)
 
 	if (!w->frame.n)
 		return 0;
+	if (w->frame.n > HTR_FRAME_RAW_MAX) {	/* the limits above keep it far below */
+		cli_error("cannot write '%s' compact: a frame of %zu bytes", w->inpath, w->frame.n);
+		return -1;
+	}
 	z = ZSTD_compress2(w->cz, w->zout, w->zout_cap, w->frame.p, w->frame.n);
 	if (ZSTD_isError(z)) {
 		cli_error("cannot compress a frame: %s", ZSTD_getErrorName(z));
@@ -193,7 +196,7 @@ static int flush_window(struct cw *w)
 		w->th[i].run = -1;
 	w->frame_events += w->wevents;
 	w->nruns = 0;
-	w->wevents = 0;
+	w->wevents = w->wbytes = 0;
 	if (put_watermark(w))
 		goto nomem;
 	return 0;
@@ -294,8 +297,10 @@ static int put_timed(struct cw *w, struct thread *t, uint64_t c, uint64_t client
 		w->runs[w->nruns++] = (struct run){ t->tid, c, c, 0, { NULL, 0, 0 } };
 	}
 	r = &w->runs[t->run];
+	w->wbytes -= r->time.n;
 	if (cbuf_u(&r->time, c - r->last))
 		return -1;
+	w->wbytes += r->time.n;
 	r->last = c;
 	r->n++;
 	w->wevents++;
@@ -536,7 +541,7 @@ static int put_free(struct cw *w, struct thread *t, const struct dump_event *ev,
 		return put_timed(w, t, c, ev->client, api | HTR_COP_FREE_ADDR) ||
 		       cbuf_u(def, 0) || cbuf_u(def, ev->ptr) ? -1 : 0;
 	}
-	rank = clists_rank(&w->l, h, w->exact_max);
+	rank = clists_rank(&w->l, h, EXACT_RANK);
 	if (rank < 0)
 		y = stand_in(w, t, h, &rank);
 	t->last_synth = 0;
@@ -700,6 +705,7 @@ static int put_event(struct cw *w, const struct dump_event *ev)
 {
 	uint64_t c = compact_time(w, ev->time);
 	struct thread *t;
+	size_t bytes, i;
 	int open;
 
 	switch (ev->kind) {
@@ -735,9 +741,12 @@ static int put_event(struct cw *w, const struct dump_event *ev)
 	 * (a realloc(p, 0) leaves its thread's realloc open until the
 	 * thread's next event).
 	 */
-	if (w->wevents >= 4 * WINDOW_EVENTS ||
-	    ((w->wevents >= WINDOW_EVENTS ||
-	      w->s[HTR_CS_DEF].n + w->s[HTR_CS_OPS].n >= WINDOW_BYTES) && !w->open_reallocs))
+	bytes = w->wbytes;
+	for (i = 1; i < HTR_CS_COUNT; i++)
+		bytes += w->s[i].n;
+	if (w->wevents >= 4 * WINDOW_EVENTS || bytes >= 2 * WINDOW_BYTES ||
+	    w->nruns >= WINDOW_THREADS ||
+	    ((w->wevents >= WINDOW_EVENTS || bytes >= WINDOW_BYTES) && !w->open_reallocs))
 		return flush_window(w);
 	return 0;
 }
@@ -804,7 +813,6 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 	memset(&w, 0, sizeof(w));
 	w.out = out;
 	w.inpath = inpath;
-	w.exact_max = EXACT_RANK;
 	in = fopen(inpath, "rb");
 	if (!in || fread(&h, 1, sizeof(h), in) != sizeof(h)) {
 		if (in)
