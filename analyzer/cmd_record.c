@@ -89,8 +89,13 @@ static int unchanged(const struct seen *before, const char *name,
 	return 0;
 }
 
-/* Names the dumps this run wrote; relative to the current directory if under it. */
-/* Says which dumps the run wrote; packs each first with pack_after (--pack=after). */
+/*
+ * Names the dumps this run wrote, relative to the current directory if
+ * under it; packs each first with pack_after (PACK_AFTER: --pack=after,
+ * PACK_COMPACT: --pack=compact).
+ */
+enum { PACK_NONE, PACK_AFTER, PACK_COMPACT };
+
 static void tell_dumps(const char *pat, const struct seen *before,
 		       const char *cwd, int pack_after)
 {
@@ -105,10 +110,14 @@ static void tell_dumps(const char *pat, const struct seen *before,
 		if (unchanged(before, name, &after.st[i]))
 			continue;
 		/* a failure is said in its own line; the dump stays as written */
-		packed = pack_after && pack_dump(name, NULL, PACK_DEFAULT_LEVEL, 0, NULL) == 0;
+		packed = pack_after != PACK_NONE &&
+			 pack_dump(name, NULL, pack_after == PACK_COMPACT ? COMPACT_DEFAULT_LEVEL :
+					       PACK_DEFAULT_LEVEL,
+				   pack_after == PACK_COMPACT, NULL) == 0;
 		if (!strncmp(name, cwd, cl) && name[cl] == '/')
 			name += cl + 1;
-		fprintf(stderr, "heaptrail: dump written to '%s'%s\n", name, packed ? ", packed" : "");
+		fprintf(stderr, "heaptrail: dump written to '%s'%s\n", name,
+			!packed ? "" : pack_after == PACK_COMPACT ? ", compacted" : ", packed");
 		k++;
 	}
 	if (!k)
@@ -218,7 +227,7 @@ int cmd_record(int argc, char **argv)
 	char glob_pat[2 * PATH_MAX], cwd[PATH_MAX];
 	struct seen before;
 	uint64_t v;
-	int c, x, rc, status, pack_after = 0;
+	int c, x, rc, status, pack_after = PACK_NONE;
 
 	memset(&o, 0, sizeof(o));
 	optind = 0;
@@ -270,16 +279,17 @@ int cmd_record(int argc, char **argv)
 			o.reach = 1;
 			break;
 		case 'p':
-			if (!strcmp(optarg, "after")) {
+			if (!strcmp(optarg, "after") || !strcmp(optarg, "compact")) {
 				/* full speed while it runs, packed once it has ended */
 				o.pack = "0";
-				pack_after = 1;
+				pack_after = optarg[0] == 'a' ? PACK_AFTER : PACK_COMPACT;
 				break;
 			}
 			if (strcmp(optarg, "auto") && strcmp(optarg, "1") && strcmp(optarg, "0"))
-				return cli_usage("record", "--pack is auto, 1, 0 or after, not '%s'", optarg);
+				return cli_usage("record", "--pack is auto, 1, 0, after or compact, "
+						 "not '%s'", optarg);
 			o.pack = optarg;
-			pack_after = 0;
+			pack_after = PACK_NONE;
 			break;
 		case 'h':
 			help_verb("record", stdout);

@@ -27,6 +27,8 @@ they must be the program's.
                 (frames recompressed, so that the damage reaches the
                 decoder): every read ends in exit 0 or 2, never a crash; the
                 sanitized build (build-asan) too when it is there
+  record        'heaptrail record --pack=compact': the command's output and
+                status, its dump compact, allocations per site the program's
   bad input     --compact on a file that is not a dump: exit 2, one line;
                 plain pack of a compact dump: exit 2, one line
 """
@@ -377,6 +379,27 @@ def case_damaged():
             "report" % (n, len(readers)), not bad, repr(bad[:3]))
 
 
+def case_record():
+    d = fresh_dir("record")
+    dump = os.path.join(d, "r.htr")
+    plain = check.run([target("rel_churn"), "2", "2000"], cwd=d)
+    cp = check.record(dump, [target("rel_churn"), "2", "2000"], cwd=d,
+                      options=["--pack=compact"])
+    T.eq("record --pack=compact: the command's status", cp.returncode, plain.returncode)
+    T.check("record --pack=compact: the command's output", cp.stdout == plain.stdout)
+    T.check("record --pack=compact: says it compacted the dump",
+            "compacted" in check.text(cp.stderr), check.first_line(cp.stderr))
+    flags, _ = records(dump)
+    T.check("record --pack=compact: the dump is compact", flags is not None and
+            flags & PF_COMPACT, "flags %r" % flags)
+    _, doc = check.report(dump)
+    sites = program_sites(check.text(cp.stdout))
+    T.check("record --pack=compact: the program counted its sites", len(sites) >= 5)
+    for name, (n, nbytes) in sorted(sites.items()):
+        T.eq("record --pack=compact: allocations at %s as the program counted" % name,
+             rel.site_sum(doc, name, "allocations") if doc else None, n)
+
+
 def case_bad_input():
     d = fresh_dir("bad")
     junk = os.path.join(d, "junk.htr")
@@ -406,7 +429,8 @@ def main():
             return
     cases = [("threads", case_threads), ("reach", case_reach), ("clients", case_clients),
              ("sampled", case_sampled), ("pools", case_pools), ("cut short", case_cut_short),
-             ("damaged", case_damaged), ("bad input", case_bad_input)]
+             ("damaged", case_damaged), ("record --pack=compact", case_record),
+             ("bad input", case_bad_input)]
     try:
         rel.run_cases(T, cases, "COMPACT_ONLY")
     finally:
