@@ -75,6 +75,24 @@ void cbuf_free(struct cbuf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+int cbytes_reach(uint8_t **p, size_t *cap, size_t idx)
+{
+	size_t old = *cap, n = old ? old : 4096;
+	uint8_t *q;
+
+	if (idx < old)
+		return 0;
+	while (n <= idx)
+		n *= 2;
+	q = realloc(*p, n);
+	if (!q)
+		return -1;
+	memset(q + old, 0, n - old);
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
 /* ---- synthetic addresses ---- */
 
 uint64_t csynth_take(struct csynth *s)

@@ -20,6 +20,9 @@ int cbuf_bytes(struct cbuf *b, const void *p, size_t n);	/* length, then the byt
 int cbuf_raw(struct cbuf *b, const void *p, size_t n);
 void cbuf_free(struct cbuf *b);
 
+/* Byte *p[idx] made to exist, new bytes 0 (*cap grows by doubling); -1 when out of memory. */
+int cbytes_reach(uint8_t **p, size_t *cap, size_t idx);
+
 /*
  * Synthetic addresses, as the reader gives them and the writer foresees
  * them: slot n is address HTR_COMPACT_SYNTH_BASE + 16 n; an allocation

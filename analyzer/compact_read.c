@@ -200,22 +200,10 @@ static int flush_pend(struct crun *r)
 /* Room in stack_done for id; -1 when out of memory. */
 static int stack_room(struct win *w, uint64_t id)
 {
-	struct compact_reader *c = w->c;
-	size_t old = c->capstack, cap = old ? old : 4096;
-	uint8_t *p;
-
-	if (id < c->capstack)
-		return 0;
-	while (cap <= id)
-		cap *= 2;
-	p = realloc(c->stack_done, cap);
-	if (!p) {
+	if (cbytes_reach(&w->c->stack_done, &w->c->capstack, id)) {
 		w->nomem = 1;
 		return -1;
 	}
-	memset(p + old, 0, cap - old);
-	c->stack_done = p;
-	c->capstack = cap;
 	return 0;
 }
 

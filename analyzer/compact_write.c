@@ -309,25 +309,6 @@ static int put_timed(struct cw *w, struct thread *t, uint64_t c, uint64_t client
 
 /* ---- keys and stacks ---- */
 
-/* Room in stack_done for id; -1 when out of memory. */
-static int stack_room(struct cw *w, uint32_t id)
-{
-	size_t old = w->capstack, cap = old ? old : 4096;
-	uint8_t *n;
-
-	if (id < w->capstack)
-		return 0;
-	while (cap <= id)
-		cap *= 2;
-	n = realloc(w->stack_done, cap);
-	if (!n)
-		return -1;
-	memset(n + old, 0, cap - old);
-	w->stack_done = n;
-	w->capstack = cap;
-	return 0;
-}
-
 /* Stack st's definition into DEF: depth + 1, then as HTR_EV_STACK. */
 static int put_frames(struct cw *w, const struct dump_stack *st)
 {
@@ -359,7 +340,7 @@ static int put_stack(struct cw *w, uint32_t id)
 
 	if (id == HTR_STACK_NONE)
 		return 0;
-	if (stack_room(w, id))
+	if (cbytes_reach(&w->stack_done, &w->capstack, id))
 		return -1;
 	if (w->stack_done[id] == STACK_DONE)
 		return 0;

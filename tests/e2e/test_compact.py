@@ -188,23 +188,13 @@ def record_types(raw):
     return out
 
 
-def program_sites(stdout):
-    """rel_churn prints 'site NAME allocations N bytes B' per site: {NAME: (N, B)}."""
-    out = {}
-    for line in stdout.splitlines():
-        p = line.split()
-        if len(p) == 6 and p[0] == "site":
-            out[p[1]] = (int(p[3]), int(p[5]))
-    return out
-
-
 def case_threads():
     d = fresh_dir("threads")
     dump = os.path.join(d, "t.htr")
     cp = rel.run([target("rel_churn"), "4", "3000"],
                  env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "0"}), cwd=d)
     T.eq("threads: the target exits 0", cp.returncode, 0)
-    sites = program_sites(check.text(cp.stdout))
+    sites = rel.site_facts(cp.stdout)
     small = make_compact("threads", dump)
     packed = dump + ".p.htr"
     check.run([check.HEAPTRAIL, "pack", dump, "-o", packed])
@@ -393,7 +383,7 @@ def case_record():
     T.check("record --pack=compact: the dump is compact", flags is not None and
             flags & PF_COMPACT, "flags %r" % flags)
     _, doc = check.report(dump)
-    sites = program_sites(check.text(cp.stdout))
+    sites = rel.site_facts(cp.stdout)
     T.check("record --pack=compact: the program counted its sites", len(sites) >= 5)
     for name, (n, nbytes) in sorted(sites.items()):
         T.eq("record --pack=compact: allocations at %s as the program counted" % name,

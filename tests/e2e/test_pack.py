@@ -100,16 +100,6 @@ def same_analyses(label, a, b):
                 "exit %d / %d" % (ca.returncode, cb.returncode))
 
 
-def program_sites(stdout):
-    """rel_churn prints 'site NAME allocations N bytes B' per site: {NAME: (N, B)}."""
-    out = {}
-    for line in stdout.splitlines():
-        p = line.split()
-        if len(p) == 6 and p[0] == "site":
-            out[p[1]] = (int(p[3]), int(p[5]))
-    return out
-
-
 def case_unpacked():
     d = fresh_dir("unpacked")
     dump, out = record(d, "u.htr", "0")
@@ -131,7 +121,7 @@ def case_unpacked():
             "%r" % [(t, len(ev_u[t]), len(ev_p.get(t, []))) for t in ev_u])
     same_analyses("unpacked", dump, packed)
     cp, doc = check.report(packed)
-    sites = program_sites(out)
+    sites = rel.site_facts(out)
     T.check("unpacked: the program counted its sites", len(sites) >= 5, repr(sites))
     if doc is not None:
         for name, (n, nbytes) in sorted(sites.items()):
@@ -201,7 +191,7 @@ def case_record_after():
             flags is not None and flags & 16 and modes and all(m == 1 for m in modes),
             "flags %r, modes %r" % (flags, modes[:5]))
     _, doc = check.report(dump)
-    sites = program_sites(check.text(plain.stdout))
+    sites = rel.site_facts(check.text(plain.stdout))
     if doc is not None:
         for name, (n, nbytes) in sorted(sites.items()):
             T.eq("record --pack=after: allocations at %s as the program counted" % name,
