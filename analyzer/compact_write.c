@@ -638,8 +638,13 @@ static int put_top(struct cw *w, const struct dump_event *ev, uint64_t c)
 	const struct dump_sample *s = &ev->sample;
 	size_t n;
 
-	/* every event before it is written, a realloc's halves kept together if they can be */
-	if (flush_window(w) || frame_before(w, 8192))
+	/*
+	 * Written ahead of the window that holds the events around it: the
+	 * reader queues it by its time, and no watermark passes it before
+	 * that window is read (so a sample between a realloc's two halves
+	 * does not split them).  The end comes after every event.
+	 */
+	if ((ev->kind == DUMP_END && flush_window(w)) || frame_before(w, 8192))
 		return -1;
 	switch (ev->kind) {
 	case DUMP_MODULE_LOAD:
@@ -679,7 +684,7 @@ static int put_top(struct cw *w, const struct dump_event *ev, uint64_t c)
 			return -1;
 		break;
 	}
-	return put_watermark(w);
+	return ev->kind == DUMP_END ? put_watermark(w) : 0;
 }
 
 static int put_event(struct cw *w, const struct dump_event *ev)

@@ -7,7 +7,7 @@ reads from the dump as recorded; where the program knows its own figures,
 they must be the program's.
 
   threads       rel_churn, 4 threads handing blocks to each other and
-                reallocating them: report, leaks and clients print the same
+                reallocating them, a sample every millisecond: report, leaks and clients print the same
                 JSON (times aside; times at most 1 ms earlier), the sites'
                 allocations and bytes are the program's own, no chunk
                 record is left and the process record says compact; the
@@ -191,8 +191,10 @@ def record_types(raw):
 def case_threads():
     d = fresh_dir("threads")
     dump = os.path.join(d, "t.htr")
+    # a sample every millisecond: samples fall between reallocs' two halves
     cp = rel.run([target("rel_churn"), "4", "3000"],
-                 env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "0"}), cwd=d)
+                 env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "0",
+                                         "HEAPTRAIL_INTERVAL_MS": "1"}), cwd=d)
     T.eq("threads: the target exits 0", cp.returncode, 0)
     sites = rel.site_facts(cp.stdout)
     small = make_compact("threads", dump)
