@@ -18,9 +18,10 @@
  * Its heap events live in HTR_REC_COMPACT records (no HTR_REC_CHUNK), each
  * a window of consecutive events of the merged stream, all threads
  * together.  Every other record is as in htr_format.h, its times and (for
- * HTR_REC_REACH) its addresses already the compact ones; a watermark after
- * every window.  Chunk encodings in the process flags: HTR_PF_PTR_UNITS
- * only (times in ns).
+ * HTR_REC_REACH) its addresses already the compact ones, and written
+ * ahead of the window that holds the events around it (the END record
+ * after every window); a watermark after every window.  Chunk encodings
+ * in the process flags: HTR_PF_PTR_UNITS only (times in ns).
  *
  * HTR_REC_COMPACT body:
  *   nruns, nruns x (tid, base_time, nevents): the window's timed events of
