@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "dumpjson.h"
+#include "htr_compact.h"
 #include "json.h"
 #include "livedump.h"
 #include "site.h"
@@ -57,6 +58,16 @@ struct growth {
 	struct cli_time from, to;
 	int have_from, have_to;
 };
+
+/*
+ * A compact dump (heaptrail pack --compact) keeps every block's site, size
+ * and thread, but may exchange the allocation times of two blocks of a
+ * site: the temporary figures, made of lifetimes, are then approximate.
+ */
+static int lifetimes_approximate(const struct growth *gr)
+{
+	return gr->ts.d && (dump_process(gr->ts.d)->flags & HTR_PF_COMPACT);
+}
 
 /* ---- classification --------------------------------------------------- */
 
@@ -188,10 +199,11 @@ static void print_row(struct growth *gr, size_t rank, const struct grow *g)
 		       cli_bytes(s->last_bytes), cli_bytes(g->st->max_live_bytes));
 	}
 	if (allocs)
-		printf("       temporary: %s freed within %g ms, %s with <= %s allocation%s in between\n",
+		printf("       temporary: %s freed within %g ms, %s with <= %s allocation%s in between%s\n",
 		       share(s->temp_time, allocs), gr->temporary_ms,
 		       share(s->temp_allocs, allocs), cli_count(gr->temporary_allocs),
-		       gr->temporary_allocs == 1 ? "" : "s");
+		       gr->temporary_allocs == 1 ? "" : "s",
+		       lifetimes_approximate(gr) ? " (about: a compact dump)" : "");
 	print_sketch(s);
 	printf("      ");
 	site_print(stdout, &gr->sc, s->stack, 8, STACK_FRAMES);
@@ -246,6 +258,9 @@ static void growth_json(struct growth *gr)
 	json_kv_str(&j, "dump", gr->path);
 	json_key(&j, "live");
 	json_bool(&j, gr->ts.live);
+	/* a compact dump may have exchanged blocks' allocation times (docs/usage.md) */
+	json_key(&j, "lifetimes_approximate");
+	json_bool(&j, lifetimes_approximate(gr));
 	json_kv_double(&j, "duration_seconds", (double)gr->scan.end / 1e9);
 	json_kv_double(&j, "from_seconds", (double)c->from / 1e9);
 	json_kv_double(&j, "to_seconds", (double)c->to / 1e9);

@@ -23,11 +23,12 @@
 struct crun {
 	uint32_t tid;
 	uint64_t base, left;
+	uint64_t cbase;			/* its chunk's base: base, or a carried free half's time */
 	const uint8_t *tp, *tend;	/* its times in HTR_CS_TIME */
 	uint64_t next;			/* the time of its next event */
 	uint64_t last, prev_ptr;	/* what the plain encoding's deltas are taken from */
 	struct cbuf out;
-	int pend;			/* a realloc's free half, waiting for its allocation */
+	int pend;			/* a realloc's free half, waiting for its allocation half */
 	uint8_t pend_api;
 	uint64_t pend_time, pend_ptr;
 };
@@ -41,6 +42,14 @@ struct compact_reader {
 	size_t capruns;
 	uint32_t *heap;			/* runs with events left, by their next time */
 	struct cbuf late;		/* late stacks for the next timed op's chunk */
+	uint64_t pool_ptr;		/* the latest pool block's address */
+	/* realloc free halves whose allocation half comes in a later window */
+	struct carried {
+		uint32_t tid;
+		uint8_t api;
+		uint64_t time, ptr;
+	} *carried;
+	size_t ncarried, capcarried;
 };
 
 struct compact_reader *compact_reader_new(void)
@@ -60,6 +69,7 @@ void compact_reader_free(struct compact_reader *c)
 		cbuf_free(&c->runs[i].out);
 	free(c->runs);
 	free(c->heap);
+	free(c->carried);
 	cbuf_free(&c->late);
 	free(c->stack_done);
 	clists_free(&c->l);
@@ -286,9 +296,13 @@ static int64_t take_key(struct win *w, struct crun *r)
 		return (int64_t)k;
 	if (k != l->nkeys)
 		return bad(w, "an allocation key not defined");
+	/* size and stack as deltas from the key defined before */
 	size = get(w, HTR_CS_DEF);
 	extra = get(w, HTR_CS_DEF);
 	stack = get(w, HTR_CS_DEF);
+	size = (l->nkeys ? l->key[l->nkeys - 1].size : 0) + (uint64_t)htr_unzigzag(size);
+	stack = (uint64_t)((l->nkeys ? (int64_t)l->key[l->nkeys - 1].stack : 0) +
+			   htr_unzigzag(stack));
 	if (w->why || take_stack(w, r, stack))
 		return -1;
 	n = clists_add(l, size, extra, (uint32_t)stack, 0);
@@ -360,10 +374,11 @@ nomem:
 	return -1;
 }
 
-static int emit_free(struct win *w, struct crun *r, unsigned api, uint64_t t, uint64_t ptr)
+static int emit_free(struct win *w, struct crun *r, unsigned api, uint64_t t, uint64_t ptr,
+		     int pair)
 {
 	PUT(flush_pend(r));
-	if (api == HTR_API_REALLOC || api == HTR_API_REALLOCARRAY) {
+	if (pair) {
 		r->pend = 1;
 		r->pend_api = (uint8_t)api;
 		r->pend_time = t;
@@ -397,6 +412,7 @@ static int new_block(struct win *w, uint32_t key, uint64_t *synth)
 
 static int control(struct win *w, struct crun *r, uint64_t t)
 {
+	struct compact_reader *c = w->c;
 	struct cbuf *o = &r->out;
 	uint64_t sub = get(w, HTR_CS_DEF), v, ptr;
 	size_t len;
@@ -408,7 +424,7 @@ static int control(struct win *w, struct crun *r, uint64_t t)
 	switch (sub) {
 	case HTR_SUB_POOL_ALLOC:
 		v = get(w, HTR_CS_DEF);
-		ptr = get(w, HTR_CS_DEF);
+		ptr = c->pool_ptr += (uint64_t)htr_unzigzag(get(w, HTR_CS_DEF));
 		{
 			uint64_t size = get(w, HTR_CS_DEF), stack = get(w, HTR_CS_DEF);
 
@@ -421,7 +437,7 @@ static int control(struct win *w, struct crun *r, uint64_t t)
 		return 0;
 	case HTR_SUB_POOL_FREE:
 		v = get(w, HTR_CS_DEF);
-		ptr = get(w, HTR_CS_DEF);
+		ptr = c->pool_ptr += (uint64_t)htr_unzigzag(get(w, HTR_CS_DEF));
 		if (w->why)
 			return -1;
 		PUT(cbuf_byte(o, HTR_EV_BYTE(HTR_EV_CONTROL, 0)) || put_dt(r, t) ||
@@ -464,6 +480,11 @@ static int timed_op(struct win *w, struct crun *r, unsigned type, unsigned api, 
 	int64_t k;
 	uint32_t h;
 
+	int pair = (type == HTR_COP_FREE || type == HTR_COP_FREE_ADDR) &&
+		   (api & HTR_COMPACT_PAIR);
+
+	if (pair)
+		api &= ~HTR_COMPACT_PAIR;
 	if (type != HTR_COP_CONTROL && (api < 1 || api >= HTR_API_COUNT))
 		return bad(w, "bad api in a compact op");
 	switch (type) {
@@ -480,7 +501,7 @@ static int timed_op(struct win *w, struct crun *r, unsigned type, unsigned api, 
 		if (!h)
 			return -1;
 		synth = drop_block(w, h);
-		return w->nomem ? -1 : emit_free(w, r, api, t, synth);
+		return w->nomem ? -1 : emit_free(w, r, api, t, synth, pair);
 	case HTR_COP_FREE_ADDR:
 		flag = get(w, HTR_CS_DEF);
 		if (w->why)
@@ -488,19 +509,21 @@ static int timed_op(struct win *w, struct crun *r, unsigned type, unsigned api, 
 		if (flag == 0) {
 			uint64_t ptr = get(w, HTR_CS_DEF);
 
-			return w->why ? -1 : emit_free(w, r, api, t, ptr);
+			return w->why ? -1 : emit_free(w, r, api, t, ptr, pair);
 		}
 		h = take_block(w, 1);
 		if (!h)
 			return -1;
 		synth = drop_block(w, h);
-		return w->nomem ? -1 : emit_free(w, r, api, t, synth);
+		return w->nomem ? -1 : emit_free(w, r, api, t, synth, pair);
 	case HTR_COP_ALLOC_AT:
 		flag = get(w, HTR_CS_DEF);
-		if (w->why || flag > 2)
+		if (w->why || (flag & ~(uint64_t)HTR_COMPACT_AT_REALLOC) > 2)
 			return bad(w, "bad allocation in a compact op");
-		if (flush_pend(r))
+		/* a realloc's allocation half joins its free half (emit_alloc) */
+		if (!(flag & HTR_COMPACT_AT_REALLOC) && flush_pend(r))
 			goto nomem;
+		flag &= ~(uint64_t)HTR_COMPACT_AT_REALLOC;
 		if (flag == 2) {
 			k = take_key(w, r);
 			return k < 0 ? -1 : emit_alloc(w, r, api, t, 0, &c->l.key[k]);
@@ -651,6 +674,48 @@ static int window_ops(struct win *w)
 	return 0;
 }
 
+/*
+ * A realloc's free half at the end of a window, its allocation half in a
+ * later one: kept until its thread's next run, whose chunk then starts at
+ * its time (the writer's watermark waited for it).
+ */
+static int carry(struct compact_reader *c, struct crun *r)
+{
+	if (c->ncarried == c->capcarried) {
+		size_t cap = c->capcarried ? 2 * c->capcarried : 16;
+		struct carried *n = realloc(c->carried, cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		c->carried = n;
+		c->capcarried = cap;
+	}
+	c->carried[c->ncarried++] = (struct carried){ r->tid, r->pend_api, r->pend_time,
+						      r->pend_ptr };
+	r->pend = 0;
+	return 0;
+}
+
+static void take_carried(struct compact_reader *c, struct crun *r)
+{
+	size_t i;
+
+	for (i = 0; i < c->ncarried; i++) {
+		const struct carried *x = &c->carried[i];
+
+		if (x->tid != r->tid)
+			continue;
+		r->pend = 1;
+		r->pend_api = x->api;
+		r->pend_time = x->time;
+		r->pend_ptr = x->ptr;
+		if (x->time < r->cbase)
+			r->cbase = x->time;
+		c->carried[i] = c->carried[--c->ncarried];
+		return;
+	}
+}
+
 int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *end,
 		   size_t rec_off, struct compact_out *o, const uint8_t **next, const char **why)
 {
@@ -675,10 +740,12 @@ int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *en
 		r->tp = tp;
 		r->tend = w.s[HTR_CS_TIME].end;
 		r->next = r->base;
-		r->last = r->base;
+		r->cbase = r->base;
 		r->prev_ptr = 0;
 		r->pend = 0;
 		r->out.n = 0;
+		take_carried(c, r);
+		r->last = r->cbase;
 		if (run_next_time(&w, r))
 			goto fail;
 		/* skip to the next run's */
@@ -710,7 +777,7 @@ int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *en
 	for (i = 0; i < w.nruns; i++) {
 		struct crun *r = &c->runs[i];
 
-		if (flush_pend(r))
+		if (r->pend && carry(c, r))
 			goto nomem;
 		if (o->nch == o->capch) {
 			size_t cap = o->capch ? 2 * o->capch : 64;
@@ -721,7 +788,7 @@ int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *en
 			o->ch = ch;
 			o->capch = cap;
 		}
-		o->ch[o->nch++] = (struct compact_chunk){ r->tid, r->base, o->buf.n, r->out.n, rec_off };
+		o->ch[o->nch++] = (struct compact_chunk){ r->tid, r->cbase, o->buf.n, r->out.n, rec_off };
 		if (cbuf_raw(&o->buf, r->out.p, r->out.n))
 			goto nomem;
 	}

@@ -20,8 +20,8 @@
  * gives each block the synthetic address the reader will give it.
  */
 
-#define WINDOW_EVENTS (1u << 18)	/* timed events of one HTR_REC_COMPACT, about */
-#define WINDOW_BYTES (1u << 20)		/* and its stream bytes (twice that at most) */
+#define WINDOW_EVENTS (1u << 18)	/* timed events of one HTR_REC_COMPACT, at most */
+#define WINDOW_BYTES (2u << 20)		/* and its stream bytes, about */
 #define WINDOW_THREADS 16384u		/* its runs, at most (a reader takes 65,536) */
 #define FRAME_EVENTS (1u << 20)		/* events of one frame: what a reader decodes at once */
 #define FRAME_BYTES (3u << 20)		/* and its raw bytes, about */
@@ -51,10 +51,12 @@ struct thread {
 	uint64_t last_synth;		/* its last heap event's block if an allocation (the replay's
 					 * 'temporary' test), else 0 */
 	int realloc_open;		/* a realloc's free half written, its allocation to come */
+	uint64_t open_time;		/* that half's time */
 };
 
 struct cw_block {
 	uint64_t client;
+	uint64_t seq;			/* its allocation's number, in dump order */
 	uint32_t tid;
 	uint8_t api;
 };
@@ -78,11 +80,13 @@ struct cw {
 	size_t nth, capth;
 	uint32_t *thslot;
 	size_t nthslots;
-	int open_reallocs;
+	int open_reallocs;		/* threads with a realloc open: the watermark waits */
 	/* blocks: recorded address -> our handle; key lists as the reader keeps them */
 	struct hmap hm;
 	struct clists l;
 	struct csynth syn;
+	uint64_t pool_ptr;		/* the latest pool block's address */
+	uint64_t allocs;		/* allocations so far */
 	uint8_t *stack_done;		/* by stack id: STACK_DONE, STACK_LATE or 0 */
 	size_t capstack;
 	uint32_t *late;			/* stacks used before the reader had them */
@@ -152,9 +156,20 @@ static uint64_t compact_time(struct cw *w, uint64_t t)
 	return c;
 }
 
+/*
+ * Every event before the next one written is in; but a realloc whose
+ * allocation half is still to come is read again with it, in the next
+ * window: the watermark stays at its free half's time.
+ */
 static int put_watermark(struct cw *w)
 {
-	return cbuf_byte(&w->frame, HTR_REC_WATERMARK) || cbuf_u(&w->frame, w->now + 1);
+	uint64_t wm = w->now + 1;
+	size_t i;
+
+	for (i = 0; w->open_reallocs && i < w->nth; i++)
+		if (w->th[i].realloc_open && w->th[i].open_time < wm)
+			wm = w->th[i].open_time;
+	return cbuf_byte(&w->frame, HTR_REC_WATERMARK) || cbuf_u(&w->frame, wm);
 }
 
 /* The window as one HTR_REC_COMPACT record, then a watermark. */
@@ -255,7 +270,7 @@ static struct thread *thread_of(struct cw *w, uint32_t tid)
 		w->thslot = s;
 		w->nthslots = n;
 	}
-	w->th[w->nth] = (struct thread){ tid, 0, -1, 0, 0 };
+	w->th[w->nth] = (struct thread){ tid, 0, -1, 0, 0, 0 };
 	mask = w->nthslots - 1;
 	for (i = tid_hash(tid) & mask; w->thslot[i]; i = (i + 1) & mask)
 		;
@@ -394,9 +409,14 @@ static int64_t put_key(struct cw *w, const struct dump_event *ev)
 	int64_t k = clists_find(&w->l, ev->size, extra, ev->stack);
 
 	if (k < 0) {
+		/* size and stack as deltas from the key defined before */
+		const struct ckey *prev = w->l.nkeys ? &w->l.key[w->l.nkeys - 1] : NULL;
+		int64_t dsize = (int64_t)(ev->size - (prev ? prev->size : 0));
+		int64_t dstack = (int64_t)ev->stack - (prev ? (int64_t)prev->stack : 0);
+
 		k = clists_add(&w->l, ev->size, extra, ev->stack, 1);
-		if (k < 0 || cbuf_u(&w->s[HTR_CS_DEF], ev->size) ||
-		    cbuf_u(&w->s[HTR_CS_DEF], extra) || cbuf_u(&w->s[HTR_CS_DEF], ev->stack) ||
+		if (k < 0 || cbuf_s(&w->s[HTR_CS_DEF], dsize) ||
+		    cbuf_u(&w->s[HTR_CS_DEF], extra) || cbuf_s(&w->s[HTR_CS_DEF], dstack) ||
 		    put_stack(w, ev->stack))
 			return -1;
 	}
@@ -430,7 +450,8 @@ static int put_alloc(struct cw *w, struct thread *t, const struct dump_event *ev
 	if (!ev->ptr) {		/* a null result */
 		t->last_synth = 0;
 		return put_timed(w, t, c, ev->client, api | HTR_COP_ALLOC_AT) ||
-		       cbuf_u(def, 2) || put_key(w, ev) < 0 ? -1 : 0;
+		       cbuf_u(def, 2 | (realloc_open && ev->old_ptr ? HTR_COMPACT_AT_REALLOC : 0)) ||
+		       put_key(w, ev) < 0 ? -1 : 0;
 	}
 	h = hmap_alloc(&w->hm, ev->ptr);
 	if (h == HANDLE_NONE || clists_reserve(&w->l, h))
@@ -444,14 +465,15 @@ static int put_alloc(struct cw *w, struct thread *t, const struct dump_event *ev
 		w->blk = b;
 		w->capblk = cap;
 	}
-	w->blk[h] = (struct cw_block){ ev->client, ev->tid, ev->api };
+	w->blk[h] = (struct cw_block){ ev->client, w->allocs++, ev->tid, ev->api };
 	if (w->l.node[h].live) {
 		/* its free was never recorded: the block keeps its address, takes the new key */
 		uint64_t synth = w->l.node[h].synth;
 
 		rank = clists_rank(&w->l, h, HTR_COMPACT_RANK_MAX);
 		if (put_timed(w, t, c, ev->client, api | HTR_COP_ALLOC_AT) ||
-		    cbuf_u(def, rank < 0) || put_block(w, h, rank))
+		    cbuf_u(def, (rank < 0) | (realloc_open && ev->old_ptr ? HTR_COMPACT_AT_REALLOC : 0)) ||
+		    put_block(w, h, rank))
 			return -1;
 		clists_unlink(&w->l, h);
 		k = put_key(w, ev);
@@ -484,24 +506,27 @@ static uint32_t stand_in(struct cw *w, const struct thread *t, uint32_t h, int64
 	const struct ckey *k = &w->l.key[w->l.node[h].key];
 	const struct cw_block *b = &w->blk[h];
 	const struct thread *owner = thread_find(w, b->tid);
-	uint32_t ends[2] = { k->head, k->tail };
-	uint64_t last1 = t->last_synth, last2 = owner ? owner->last_synth : 0;
+	uint32_t ends[2] = { k->head, k->tail }, best = 0;
+	uint64_t last1 = t->last_synth, last2 = owner ? owner->last_synth : 0, gap = 0;
 	int i;
 
 	/* a thread's latest allocation keeps its own: the replay counts temporaries by it */
 	if (w->l.node[h].synth == last1 || w->l.node[h].synth == last2)
 		return 0;
+	/* of the two ends, the one allocated nearer in time to h: lifetimes change least */
 	for (i = 0; i < 2; i++) {
 		const struct cw_block *e = &w->blk[ends[i]];
 		uint64_t synth = w->l.node[ends[i]].synth;
+		uint64_t d = e->seq > b->seq ? e->seq - b->seq : b->seq - e->seq;
 
 		if (e->tid == b->tid && e->client == b->client && e->api == b->api &&
-		    synth != last1 && synth != last2) {
+		    synth != last1 && synth != last2 && (!best || d < gap)) {
 			*rank = i;
-			return ends[i];
+			best = ends[i];
+			gap = d;
 		}
 	}
-	return 0;
+	return best;
 }
 
 static int put_free(struct cw *w, struct thread *t, const struct dump_event *ev, uint64_t c)
@@ -513,9 +538,11 @@ static int put_free(struct cw *w, struct thread *t, const struct dump_event *ev,
 
 	if (h == HANDLE_NONE)
 		return -1;
-	if (ev->api == HTR_API_REALLOC || ev->api == HTR_API_REALLOCARRAY) {
-		t->realloc_open = 1;	/* its allocation half may come next */
+	if (ev->realloc_pair) {
+		t->realloc_open = 1;	/* its allocation half is the thread's next event */
+		t->open_time = c;
 		w->open_reallocs++;
+		api |= HTR_COMPACT_PAIR << 3;
 	}
 	if (h == HANDLE_UNKNOWN || h >= w->l.capnode || !w->l.node[h].live) {
 		t->last_synth = 0;
@@ -543,6 +570,15 @@ static int put_free(struct cw *w, struct thread *t, const struct dump_event *ev,
 		return -1;
 	clists_unlink(&w->l, h);
 	return csynth_give(&w->syn, (w->l.node[h].synth - HTR_COMPACT_SYNTH_BASE) / 16);
+}
+
+/* A pool block's address, as recorded: a delta from the previous one. */
+static int put_pool_ptr(struct cw *w, uint64_t ptr)
+{
+	int64_t d = (int64_t)(ptr - w->pool_ptr);
+
+	w->pool_ptr = ptr;
+	return cbuf_s(&w->s[HTR_CS_DEF], d);
 }
 
 static int put_control(struct cw *w, struct thread *t, const struct dump_event *ev, uint64_t c)
@@ -580,10 +616,10 @@ static int put_control(struct cw *w, struct thread *t, const struct dump_event *
 	case HTR_SUB_POOL_DESTROY:
 		return cbuf_u(def, ev->id);
 	case HTR_SUB_POOL_ALLOC:
-		return cbuf_u(def, ev->id) || cbuf_u(def, ev->ptr) || cbuf_u(def, ev->size) ||
+		return cbuf_u(def, ev->id) || put_pool_ptr(w, ev->ptr) || cbuf_u(def, ev->size) ||
 		       cbuf_u(def, ev->stack) || put_stack(w, ev->stack) ? -1 : 0;
 	default:
-		return cbuf_u(def, ev->id) || cbuf_u(def, ev->ptr) ? -1 : 0;
+		return cbuf_u(def, ev->id) || put_pool_ptr(w, ev->ptr) ? -1 : 0;
 	}
 }
 
@@ -721,18 +757,11 @@ static int put_event(struct cw *w, const struct dump_event *ev)
 	if (ev->kind == DUMP_ALLOC ? put_alloc(w, t, ev, c, open) :
 	    ev->kind == DUMP_FREE ? put_free(w, t, ev, c) : put_control(w, t, ev, c))
 		return -1;
-	/*
-	 * A window ends where it splits no realloc (its halves are joined
-	 * again when read), or at four times its length whatever the case
-	 * (a realloc(p, 0) leaves its thread's realloc open until the
-	 * thread's next event).
-	 */
+	/* a window may split a realloc: the reader joins its halves again */
 	bytes = w->wbytes;
 	for (i = 1; i < HTR_CS_COUNT; i++)
 		bytes += w->s[i].n;
-	if (w->wevents >= 4 * WINDOW_EVENTS || bytes >= 2 * WINDOW_BYTES ||
-	    w->nruns >= WINDOW_THREADS ||
-	    ((w->wevents >= WINDOW_EVENTS || bytes >= WINDOW_BYTES) && !w->open_reallocs))
+	if (w->wevents >= WINDOW_EVENTS || bytes >= WINDOW_BYTES || w->nruns >= WINDOW_THREADS)
 		return flush_window(w);
 	return 0;
 }
@@ -792,7 +821,6 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 	struct cw w;
 	struct htr_file_header h;
 	struct dump_event ev;
-	char err[512];
 	FILE *in;
 	int ret = 0, r;
 
@@ -807,11 +835,9 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 		return -1;
 	}
 	fclose(in);
-	w.d = dump_open(inpath, err, sizeof(err));
-	if (!w.d) {
-		cli_error("%s", err);
+	w.d = cli_open_dump(inpath);
+	if (!w.d)
 		return -1;
-	}
 	w.zout_cap = ZSTD_compressBound(HTR_FRAME_RAW_MAX);
 	w.zout = malloc(w.zout_cap);
 	w.cz = ZSTD_createCCtx();

@@ -1094,6 +1094,7 @@ int dump_next(struct dump *d, struct dump_event *ev)
 				ev->handle = e->handle;
 				ev->client = e->client;
 				ev->text = NULL;
+				ev->realloc_pair = !!(e->flags & BEV_PAIR);
 				if (e->kind == DUMP_ALLOC) {
 					ev->old_ptr = e->aux;
 					ev->id = 0;

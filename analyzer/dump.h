@@ -89,6 +89,8 @@ struct dump_event {
 	 */
 	uint32_t handle;
 	uint64_t client;	/* client the thread worked for, 0 = none (program ids are 64-bit) */
+	/* DUMP_FREE: a realloc's free half, whose allocation half is the thread's next event */
+	int realloc_pair;
 	uint64_t id;		/* client / pool / parent tid / module index */
 	const char *text;	/* valid until the next dump_next() */
 	struct dump_sample sample;

@@ -366,6 +366,7 @@ static inline uint32_t hmap_free(struct hmap *m, uint64_t ptr)
 /* Entry kinds beyond enum dump_kind: not events, consumer state changes. */
 enum { BEV_STACK = 64, BEV_RARE };
 #define BEV_TEXT 1			/* flags: text at b->text + usable */
+#define BEV_PAIR 2			/* flags: a realloc's free half, its allocation next */
 
 /* A top-level record's event; a module load carries the module itself. */
 struct rare {

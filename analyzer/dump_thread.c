@@ -482,7 +482,9 @@ static inline __attribute__((always_inline)) int cursor_advance(struct dump *d, 
 			hb->client = c->client;
 			h->text = NULL;
 			prev = hb->ptr + (uint64_t)PTR_DELTA(v2);
+			hb->flags = BEV_PAIR;	/* the head's flags are 0 but here */
 			c->r = *h;
+			c->r.b.flags = 0;
 			c->r.b.kind = DUMP_ALLOC;
 			c->r.cls = CLS_ALLOC;
 			c->r.b.time = t;

@@ -35,8 +35,8 @@
  *                events in order; every other stream follows that order.
  *   HTR_CS_OPS   one byte per op: (api << 3) | HTR_COP_*.
  *   HTR_CS_AKEY  an allocation's key number; the next number not yet
- *                defined defines it (HTR_CS_DEF: size, usable_extra, stack
- *                id, and, until the stack is defined, depth + 1 and its
+ *                defined defines it (HTR_CS_DEF: size s and stack id s as
+ *                deltas from the key defined before, usable_extra, and, until the stack is defined, depth + 1 and its
  *                frames as in HTR_EV_STACK, or 0 when the writer has no
  *                definition yet: HTR_COP_STACK brings it later).
  *   HTR_CS_FKEY  a free's key number: the key its block was allocated with.
@@ -69,15 +69,20 @@ enum htr_compact_stream {
 	HTR_CS_COUNT
 };
 
+/*
+ * In the api bits of a FREE or FREE_ADDR op: a realloc's free half, whose
+ * allocation half (REALLOC_NEW, or ALLOC_AT with HTR_COMPACT_AT_REALLOC)
+ * is the thread's next timed op, in this window or a later one.
+ */
+#define HTR_COMPACT_PAIR 16u
+/* In ALLOC_AT's flag: the allocation half of a realloc. */
+#define HTR_COMPACT_AT_REALLOC 4u
+
 /* Ops (the low 3 bits of an HTR_CS_OPS byte; the api above them). */
 enum htr_compact_op {
 	/* timed: an allocation (AKEY) */
 	HTR_COP_ALLOC = 0,
-	/*
-	 * timed: a free of a live block (FKEY, RANK); a realloc's free half
-	 * when its api is HTR_API_REALLOC and the thread's next op is
-	 * HTR_COP_REALLOC_NEW
-	 */
+	/* timed: a free of a live block (FKEY, RANK) */
 	HTR_COP_FREE = 1,
 	/* timed: the allocation half of a realloc whose free half came just before (AKEY) */
 	HTR_COP_REALLOC_NEW = 2,

@@ -15,6 +15,10 @@ they must be the program's.
                 again changes nothing; flame (leaked, peak) and gate print
                 the same; frag refuses it with one line (exit 2); html
                 leaves out frag and the page map
+  reallocs      realloc_threads, 4 threads reallocating all the time (windows
+                end while a realloc is half done): every realloc kept, as
+                the program counted; realloc_unseen, a realloc's new block
+                over a block whose free went unseen: kept
   reach         reach_basic with --reach: leaks' reachability classes per
                 site the same
   clients       gate_clients: the residue per client the same, and the
@@ -241,6 +245,25 @@ def case_threads():
             '"frag":null' in text and '"page_map":null' in text)
 
 
+def case_reallocs():
+    d = fresh_dir("reallocs")
+    dump = os.path.join(d, "r.htr")
+    cp = rel.run([target("realloc_threads"), "4", "100000"],
+                 env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "0"}), cwd=d)
+    want = rel.output_facts(cp.stdout).get("reallocs")
+    T.eq("reallocs: the target exits 0", cp.returncode, 0)
+    small = make_compact("reallocs", dump)
+    doc = same_json("reallocs", "report", dump, small, "--top", "0")
+    T.eq("reallocs: every realloc whole across the windows, as the program counted",
+         doc["totals"].get("reallocs") if doc else None, want)
+    dump = os.path.join(d, "u.htr")
+    cp = rel.run([target("realloc_unseen")], env=rel.shim_env(dump, {}), cwd=d)
+    small = make_compact("reallocs, unseen frees", dump)
+    doc = same_json("reallocs, unseen frees", "report", dump, small, "--top", "0")
+    T.eq("reallocs, unseen frees: the realloc over a live block kept",
+         doc["totals"].get("reallocs") if doc else None, 1)
+
+
 def case_reach():
     d = fresh_dir("reach")
     dump = os.path.join(d, "r.htr")
@@ -419,7 +442,7 @@ def main():
             T.skip("compact", "build first (make)")
             T.finish()
             return
-    cases = [("threads", case_threads), ("reach", case_reach), ("clients", case_clients),
+    cases = [("threads", case_threads), ("reallocs", case_reallocs), ("reach", case_reach), ("clients", case_clients),
              ("sampled", case_sampled), ("pools", case_pools), ("cut short", case_cut_short),
              ("damaged", case_damaged), ("record --pack=compact", case_record),
              ("bad input", case_bad_input)]
