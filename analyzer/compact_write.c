@@ -35,7 +35,7 @@
 #define EXACT_RANK 8u
 #define STACK_DONE 1
 #define STACK_LATE 2
-#define MAX_LATE_STACKS 4096u	/* beyond: left undefined (a damaged input) */
+#define MAX_LATE_STACKS 256u	/* beyond: left undefined (a damaged input); each is looked at every op */
 
 struct run {
 	uint32_t tid;
