@@ -52,7 +52,11 @@
  * key's list, a free takes it out.
  */
 
-#define HTR_PF_COMPACT 32u
+/*
+ * 64: flag 32 marked the first version of this encoding (never released;
+ * a reader refuses those dumps as corrupt rather than misreading them).
+ */
+#define HTR_PF_COMPACT 64u
 #define HTR_REC_COMPACT 11
 #define HTR_COMPACT_TIME_NS 1000000ull
 #define HTR_COMPACT_SYNTH_BASE (1ull << 56)

@@ -56,7 +56,7 @@ from check import Skip  # noqa: E402
 
 T = check.Suite("compact")
 WORK = tempfile.mkdtemp(prefix="heaptrail-compact-")
-PF_COMPACT = 32
+PF_COMPACT = 64
 REC_CHUNK, REC_COMPACT = 4, 11
 TIME_WORDS = ("time", "seconds", "duration")
 
