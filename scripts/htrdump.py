@@ -267,13 +267,23 @@ def chunk_events(b, n, base):
 
 
 def skip_record(b, r):
-    """Steps over the body of top-level record r (not PROCESS, not CHUNK) at b."""
-    if r == 2:
+    """Steps over the body of top-level record r at b (a CHUNK unread)."""
+    if r == 1:
+        for _ in range(5):
+            b.u()
+        b.str()
+        b.str()
+        for _ in range(5):
+            b.u()
+    elif r == 2:
         b.u(), b.u(), b.u()
         b.str()
         b.str()
         for _ in range(b.u()):
             b.u(), b.u()
+    elif r == 4:
+        b.u(), b.u()
+        b.raw(b.u())
     elif r in (3, 5, 6, 7, 8, 9):
         for _ in range({3: 2, 5: 8, 6: 1, 7: 3, 8: 5, 9: 1}[r]):
             b.u()

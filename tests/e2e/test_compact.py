@@ -176,17 +176,6 @@ def record_types(raw):
                 b.u()
             lens = [b.u() for _ in range(6)]
             b.raw(sum(lens))
-        elif t == REC_CHUNK:
-            b.u()
-            b.u()
-            b.raw(b.u())
-        elif t == 1:
-            for _ in range(5):
-                b.u()
-            b.str()
-            b.str()
-            for _ in range(5):
-                b.u()
         else:
             htrdump.skip_record(b, t)
     return out

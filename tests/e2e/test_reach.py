@@ -357,46 +357,8 @@ def reach_scans(dump):
                 else:
                     scans.append([t, k, blocks, 1])
             else:
-                skip_record(b, r)
+                htrdump.skip_record(b, r)
     return scans
-
-
-def skip_record(b, r):
-    """Steps over one record of another type (the layout of htr_format.h)."""
-    if r == 1:
-        for _ in range(5):
-            b.u()
-        b.str()
-        b.str()
-        for _ in range(5):
-            b.u()
-    elif r == 2:
-        b.u(), b.u(), b.u()
-        b.str()
-        b.str()
-        for _ in range(b.u()):
-            b.u(), b.u()
-    elif r == 3:
-        b.u(), b.u()
-    elif r == 4:
-        b.u(), b.u()
-        n = b.u()
-        b.i += n
-    elif r == 5:
-        for _ in range(8):
-            b.u()
-    elif r == 6:
-        b.u()
-    elif r == 7:
-        b.u(), b.u(), b.u()
-    elif r == 8:
-        for _ in range(5):
-            b.u()
-    elif r == 9:
-        b.u()
-        b.str()
-    else:
-        raise AssertionError("unknown record %d" % r)
 
 
 def test_snapshots():
