@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -459,6 +460,13 @@ const char *cli_signame(int sig)
 }
 
 /* ---- dumps and progress ----------------------------------------------- */
+
+int cli_output_direct(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+}
 
 struct dump *cli_open_dump(const char *path)
 {

@@ -109,6 +109,12 @@ const char *cli_signame(int sig);
 
 /* Opens a dump; prints "heaptrail: cannot read ..." and returns NULL on error. */
 struct dump *cli_open_dump(const char *path);
+/*
+ * Whether output to path goes to it directly rather than to a temporary
+ * renamed over it once complete: when it exists and is not a regular file
+ * (/dev/null, a pipe, a terminal), which a rename would replace.
+ */
+int cli_output_direct(const char *path);
 /* Prints the reader's warning (a truncated dump) once per dump, if any. */
 void cli_dump_warning(struct dump *d);
 

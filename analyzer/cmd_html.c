@@ -35,7 +35,10 @@ static int write_report(const char *dump, const char *outpath,
 		cli_error("out of memory");
 		return -1;
 	}
-	sprintf(tmp, "%s.tmp.%d", outpath, (int)getpid());
+	if (cli_output_direct(outpath))
+		strcpy(tmp, outpath);	/* written in place: no rename over a device */
+	else
+		sprintf(tmp, "%s.tmp.%d", outpath, (int)getpid());
 	f = fopen(tmp, "w");
 	if (!f) {
 		cli_error("cannot write '%s': %s", outpath, strerror(errno));
@@ -47,11 +50,11 @@ static int write_report(const char *dump, const char *outpath,
 		cli_error("cannot write '%s': %s", outpath, strerror(errno));
 		rc = -1;
 	}
-	if (!rc && rename(tmp, outpath) != 0) {
+	if (strcmp(tmp, outpath) && !rc && rename(tmp, outpath) != 0) {
 		cli_error("cannot write '%s': %s", outpath, strerror(errno));
 		rc = -1;
 	}
-	if (rc)
+	if (rc && strcmp(tmp, outpath))
 		unlink(tmp);
 	free(tmp);
 	return rc;

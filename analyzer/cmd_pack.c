@@ -558,7 +558,7 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 	struct packer_state s;
 	char tmp[PATH_MAX + 32], real[PATH_MAX];
 	struct stat st, ost;
-	int ret, in_place;
+	int ret, in_place, direct;
 
 	memset(&s, 0, sizeof(s));
 	s.level = level;
@@ -595,7 +595,10 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 		}
 		cli_warn("'%s' is still being written: packed what it holds so far", s.inpath);
 	}
-	if (snprintf(tmp, sizeof(tmp), "%s.pack.%d", out, (int)getpid()) >= (int)sizeof(tmp)) {
+	/* /dev/null or a pipe is written in place: a rename would replace the device */
+	direct = !in_place && cli_output_direct(out);
+	if (snprintf(tmp, sizeof(tmp), direct ? "%s" : "%s.pack.%d", out,
+		     (int)getpid()) >= (int)sizeof(tmp)) {
 		cli_error("cannot pack '%s': the output path is too long", s.inpath);
 		fclose(s.in);
 		return -1;
@@ -615,7 +618,8 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 		return -1;
 	}
 	/* the packed dump is readable by whom the dump was */
-	(void)fchmod(fileno(s.out), st.st_mode & 07777);
+	if (!direct)
+		(void)fchmod(fileno(s.out), st.st_mode & 07777);
 	if (compact) {
 		s.in_off = (uint64_t)st.st_size;
 		ret = compact_dump(s.inpath, s.out, level, &s.frames, &s.bytes_out);
@@ -627,13 +631,13 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 		cli_error("cannot write '%s': %s", tmp, strerror(errno));
 		ret = -1;
 	}
-	if (ret >= 0 && rename(tmp, out) != 0) {
+	if (ret >= 0 && !direct && rename(tmp, out) != 0) {
 		cli_error("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
 		ret = -1;
 	}
-	if (ret < 0)
+	if (ret < 0 && !direct)
 		unlink(tmp);
-	else if (say)
+	else if (ret >= 0 && say)
 		fprintf(say, "%s '%s': %llu frames, %s -> %s\n", compact ? "compacted" : "packed", out,
 			(unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.bytes_out));
 	teardown(&s);

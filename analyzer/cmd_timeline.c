@@ -537,7 +537,8 @@ static int timeline_svg(struct timeline *tl)
 	int sampled = 0;
 	FILE *f;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", tl->svg);
+	/* in place when it is /dev/null or a pipe: no rename over a device */
+	snprintf(tmp, sizeof(tmp), cli_output_direct(tl->svg) ? "%s" : "%s.tmp", tl->svg);
 	f = !strcmp(tl->svg, "-") ? stdout : fopen(tmp, "w");
 	if (!f) {
 		cli_error("cannot write '%s': %s", tl->svg, strerror(errno));
@@ -643,9 +644,10 @@ static int timeline_svg(struct timeline *tl)
 		return 0;
 	}
 	/* a viewer reloading the file never sees half of it */
-	if (fclose(f) != 0 || rename(tmp, tl->svg) < 0) {
+	if (fclose(f) != 0 || (strcmp(tmp, tl->svg) && rename(tmp, tl->svg) < 0)) {
 		cli_error("cannot write '%s': %s", tl->svg, strerror(errno));
-		unlink(tmp);
+		if (strcmp(tmp, tl->svg))
+			unlink(tmp);
 		return -1;
 	}
 	return 0;

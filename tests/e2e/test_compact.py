@@ -33,6 +33,9 @@ they must be the program's.
                 sanitized build (build-asan) too when it is there
   record        'heaptrail record --pack=compact': the command's output and
                 status, its dump compact, allocations per site the program's
+  -o a pipe     pack, pack --compact and html with -o naming a FIFO: written
+                into it, the FIFO left in place (they renamed a temporary
+                over it, which made /dev/null a plain file when run as root)
   bad input     --compact on a file that is not a dump: exit 2, one line;
                 plain pack of a compact dump: exit 2, one line
 """
@@ -40,6 +43,7 @@ they must be the program's.
 import json
 import os
 import random
+import stat
 import struct
 import subprocess
 import sys
@@ -404,6 +408,36 @@ def case_record():
              rel.site_sum(doc, name, "allocations") if doc else None, n)
 
 
+def case_special_output():
+    """-o naming a pipe: written into it, not replaced by a file (as /dev/null was)."""
+    d = fresh_dir("special")
+    dump = os.path.join(d, "s.htr")
+    rel.run([target("rel_churn"), "1", "500"], env=rel.shim_env(dump, {}), cwd=d)
+    for label, argv in (("pack", ["pack"]), ("pack --compact", ["pack", "--compact"]),
+                        ("html", ["html"])):
+        fifo = os.path.join(d, "out.fifo")
+        got = os.path.join(d, "got")
+        if os.path.exists(fifo):
+            os.remove(fifo)
+        os.mkfifo(fifo)
+        with open(got, "wb") as sink:
+            reader = subprocess.Popen(["cat", fifo], stdout=sink)
+            cp = check.run([check.HEAPTRAIL] + argv + [dump, "-o", fifo])
+            if cp.returncode != 0:
+                with open(fifo, "wb"):
+                    pass        # let cat end
+            reader.wait(timeout=60)
+        T.eq("-o a pipe, %s: exit 0" % label, cp.returncode, 0)
+        T.check("-o a pipe, %s: the pipe is still a pipe" % label,
+                stat.S_ISFIFO(os.stat(fifo).st_mode))
+        T.check("-o a pipe, %s: what it wrote came through it" % label,
+                os.path.getsize(got) > 100, "%d bytes" % os.path.getsize(got))
+        if argv[0] == "pack":
+            ca, da = check.report(got)
+            T.check("-o a pipe, %s: a dump that reads" % label, da is not None,
+                    check.first_line(ca.stderr))
+
+
 def case_bad_input():
     d = fresh_dir("bad")
     junk = os.path.join(d, "junk.htr")
@@ -434,7 +468,7 @@ def main():
     cases = [("threads", case_threads), ("reallocs", case_reallocs), ("reach", case_reach), ("clients", case_clients),
              ("sampled", case_sampled), ("pools", case_pools), ("cut short", case_cut_short),
              ("damaged", case_damaged), ("record --pack=compact", case_record),
-             ("bad input", case_bad_input)]
+             ("-o a pipe", case_special_output), ("bad input", case_bad_input)]
     try:
         rel.run_cases(T, cases, "COMPACT_ONLY")
     finally:
