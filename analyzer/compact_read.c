@@ -681,15 +681,9 @@ static int window_ops(struct win *w)
  */
 static int carry(struct compact_reader *c, struct crun *r)
 {
-	if (c->ncarried == c->capcarried) {
-		size_t cap = c->capcarried ? 2 * c->capcarried : 16;
-		struct carried *n = realloc(c->carried, cap * sizeof(*n));
-
-		if (!n)
-			return -1;
-		c->carried = n;
-		c->capcarried = cap;
-	}
+	if (dump_grow((void **)&c->carried, &c->capcarried, c->ncarried + 1,
+		      sizeof(*c->carried)))
+		return -1;
 	c->carried[c->ncarried++] = (struct carried){ r->tid, r->pend_api, r->pend_time,
 						      r->pend_ptr };
 	r->pend = 0;
@@ -779,15 +773,8 @@ int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *en
 
 		if (r->pend && carry(c, r))
 			goto nomem;
-		if (o->nch == o->capch) {
-			size_t cap = o->capch ? 2 * o->capch : 64;
-			struct compact_chunk *ch = realloc(o->ch, cap * sizeof(*ch));
-
-			if (!ch)
-				goto nomem;
-			o->ch = ch;
-			o->capch = cap;
-		}
+		if (dump_grow((void **)&o->ch, &o->capch, o->nch + 1, sizeof(*o->ch)))
+			goto nomem;
 		o->ch[o->nch++] = (struct compact_chunk){ r->tid, r->cbase, o->buf.n, r->out.n, rec_off };
 		if (cbuf_raw(&o->buf, r->out.p, r->out.n))
 			goto nomem;
