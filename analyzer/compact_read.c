@@ -710,6 +710,26 @@ static void take_carried(struct compact_reader *c, struct crun *r)
 	}
 }
 
+int compact_carried_out(struct compact_reader *c, struct compact_out *o)
+{
+	size_t i;
+
+	compact_out_reset(o);
+	for (i = 0; i < c->ncarried; i++) {
+		const struct carried *x = &c->carried[i];
+		size_t off = o->buf.n;
+
+		/* a plain free at the half's own time: base_time is that time */
+		if (cbuf_byte(&o->buf, HTR_EV_BYTE(HTR_EV_FREE, x->api)) || cbuf_u(&o->buf, 0) ||
+		    cbuf_ptr(&o->buf, (int64_t)x->ptr) ||
+		    dump_grow((void **)&o->ch, &o->capch, o->nch + 1, sizeof(*o->ch)))
+			return -1;
+		o->ch[o->nch++] = (struct compact_chunk){ x->tid, x->time, off, o->buf.n - off, 0 };
+	}
+	c->ncarried = 0;
+	return 0;
+}
+
 int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *end,
 		   size_t rec_off, struct compact_out *o, const uint8_t **next, const char **why)
 {

@@ -37,6 +37,12 @@ void compact_out_free(struct compact_out *o);
  */
 int compact_decode(struct compact_reader *c, const uint8_t *p, const uint8_t *end,
 		   size_t rec_off, struct compact_out *o, const uint8_t **next, const char **why);
+/*
+ * At the end of a compact dump cut short: the realloc free halves whose
+ * allocation halves were lost with the cut, as plain frees (o reset
+ * first); -1 when out of memory.
+ */
+int compact_carried_out(struct compact_reader *c, struct compact_out *o);
 /* Where the body at p ends, NULL when malformed (no decoding). */
 const uint8_t *compact_skip(const uint8_t *p, const uint8_t *end);
 

@@ -728,6 +728,38 @@ out:
 	x->fsize = d->fsize;
 }
 
+/*
+ * The end of a compact dump: a realloc's free half carried to a window the
+ * dump does not hold (cut short) is queued as a plain free, in a frame of
+ * its own.  0, or -ENOMEM.
+ */
+static int compact_end(struct dump *d)
+{
+	struct frame *f;
+	size_t i;
+	int ret = 0;
+
+	if (!d->compact || compact_carried_out(d->compact, &d->cout) < 0)
+		return d->compact ? -ENOMEM : 0;
+	if (!d->cout.nch)
+		return 0;
+	f = frame_get(d, d->cout.buf.n);
+	if (!f)
+		return -ENOMEM;
+	memcpy(f->raw, d->cout.buf.p, d->cout.buf.n);
+	f->off = d->off;
+	hold_add(d, f->size);
+	for (i = 0; i < d->cout.nch && !ret; i++) {
+		const struct compact_chunk *c = &d->cout.ch[i];
+
+		if (dump_enqueue_chunk(d, f, c->tid, c->base, f->raw + c->off,
+				       f->raw + c->off + c->len))
+			ret = d->failed ? -ENOMEM : -1;
+	}
+	dump_frame_unref(d, f);
+	return ret;
+}
+
 /* The producer's half: checks the frame's records and queues them. */
 static int read_frame(struct dump *d)
 {
@@ -937,18 +969,23 @@ int dump_produce(struct dump *d)
 			if (d->pfollow)
 				return BS_WAIT;
 			d->final = 1;
-			continue;
+			break;
 		case RF_PARTIAL:
 			if (d->pfollow)
 				return BS_WAIT;
 			dump_warn(d, WARN_TRUNC, d->off, NULL);
 			d->final = 1;
-			continue;
+			break;
 		case RF_CORRUPT:
 			dump_warn(d, WARN_CORRUPT, d->bad_off, d->why);
 			d->final = 1;
-			continue;
+			break;
 		default:
+			d->failed = 1;
+			return BS_FAIL;
+		}
+		if (compact_end(d) == -ENOMEM) {
+			dump_set_err(d, "out of memory");
 			d->failed = 1;
 			return BS_FAIL;
 		}

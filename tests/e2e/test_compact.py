@@ -27,6 +27,9 @@ they must be the program's.
   pools, marks  html_mix: report the same
   cut short     a dump cut in a frame: one warning, exit 0, what the reader
                 read of it
+  cut reallocs  realloc_threads' compact dump cut at 45, 70 and 90%: the
+                frees read are the free ops of the complete frames, a
+                realloc's free half whose allocation half was cut off too
   damaged       compact dumps with bytes changed inside their frames
                 (frames recompressed, so that the damage reaches the
                 decoder): every read ends in exit 0 or 2, never a crash; the
@@ -328,6 +331,49 @@ def case_cut_short():
         T.check("cut short: both read", False)
 
 
+def free_ops(dump):
+    """FREE and FREE_ADDR ops (every free, a realloc's free half too) in the
+    complete frames of a compact dump."""
+    n = 0
+    for kind, raw in htrdump.frames(dump):
+        if kind != "frame":
+            continue
+        b = htrdump.Buf(raw)
+        while not b.done():
+            t = b.raw(1)[0]
+            if t != REC_COMPACT:
+                htrdump.skip_record(b, t)
+                continue
+            nruns = b.u()
+            for _ in range(3 * nruns):
+                b.u()
+            lens = [b.u() for _ in range(6)]
+            streams = b.raw(sum(lens))
+            ops = streams[lens[0]:lens[0] + lens[1]]
+            n += sum(1 for op in ops if op & 7 in (1, 3))
+    return n
+
+
+def case_cut_reallocs():
+    """A compact dump cut while reallocs were half done at a window's end."""
+    d = fresh_dir("cut-reallocs")
+    dump = os.path.join(d, "r.htr")
+    # about 4 M events: several frames of a million
+    rel.run([target("realloc_threads"), "32", "60000"],
+            env=rel.shim_env(dump, {"HEAPTRAIL_PACK": "0", "HEAPTRAIL_INTERVAL_MS": "1"}), cwd=d)
+    small = make_compact("cut reallocs", dump)
+    with open(small, "rb") as f:
+        data = f.read()
+    for pct in (45, 70, 90):
+        cut = os.path.join(d, "cut%d.htr" % pct)
+        with open(cut, "wb") as f:
+            f.write(data[:len(data) * pct // 100])
+        cp, doc = check.report(cut)
+        T.eq("cut reallocs at %d%%: reads (exit 0)" % pct, cp.returncode, 0)
+        T.eq("cut reallocs at %d%%: every free of the complete frames, a realloc's half "
+             "too" % pct, doc["totals"].get("frees") if doc else None, free_ops(cut))
+
+
 def frame_check(magic, csize, rsize):
     m = 0xffffffff
     x = (magic * 0x9e3779b1) & m
@@ -467,6 +513,7 @@ def main():
             return
     cases = [("threads", case_threads), ("reallocs", case_reallocs), ("reach", case_reach), ("clients", case_clients),
              ("sampled", case_sampled), ("pools", case_pools), ("cut short", case_cut_short),
+             ("cut reallocs", case_cut_reallocs),
              ("damaged", case_damaged), ("record --pack=compact", case_record),
              ("-o a pipe", case_special_output), ("bad input", case_bad_input)]
     try:
