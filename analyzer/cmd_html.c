@@ -20,7 +20,7 @@ static int write_report(const char *dump, const char *outpath,
 {
 	char *tmp;
 	FILE *f;
-	int rc;
+	int rc, direct;
 
 	if (!strcmp(outpath, "-")) {
 		rc = html_report(dump, stdout, o);
@@ -35,8 +35,10 @@ static int write_report(const char *dump, const char *outpath,
 		cli_error("out of memory");
 		return -1;
 	}
-	if (cli_output_direct(outpath))
-		strcpy(tmp, outpath);	/* written in place: no rename over a device */
+	/* written in place when a rename would replace a device (/dev/null, a pipe) */
+	direct = cli_output_direct(outpath);
+	if (direct)
+		strcpy(tmp, outpath);
 	else
 		sprintf(tmp, "%s.tmp.%d", outpath, (int)getpid());
 	f = fopen(tmp, "w");
@@ -50,11 +52,11 @@ static int write_report(const char *dump, const char *outpath,
 		cli_error("cannot write '%s': %s", outpath, strerror(errno));
 		rc = -1;
 	}
-	if (strcmp(tmp, outpath) && !rc && rename(tmp, outpath) != 0) {
+	if (!direct && !rc && rename(tmp, outpath) != 0) {
 		cli_error("cannot write '%s': %s", outpath, strerror(errno));
 		rc = -1;
 	}
-	if (rc && strcmp(tmp, outpath))
+	if (rc && !direct)
 		unlink(tmp);
 	free(tmp);
 	return rc;

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "dump_internal.h"
+#include "frameout.h"
 #include "htr_compact.h"
 #include "htr_format.h"
 #include "htr_varint.h"
@@ -44,11 +45,11 @@ struct chunk_ref {
 struct packer_state {
 	FILE *in, *out;
 	const char *inpath;
-	uint64_t in_off, frames, bytes_out;
+	uint64_t in_off, frames;
 	int level, units, shift;
 	int have_process, input_packed;	/* its process record seen; it said packed */
-	uint8_t *zin, *raw, *frame, *zout;
-	size_t zin_cap, frame_len, zout_cap;
+	uint8_t *zin, *raw, *frame;
+	size_t zin_cap, frame_len;
 	uint8_t *plain;
 	size_t plain_len, plain_cap;
 	struct chunk_ref *chunks;
@@ -57,7 +58,7 @@ struct packer_state {
 	uint8_t *cp_mem;
 	struct chunkunpack un;
 	ZSTD_DCtx *dz;
-	ZSTD_CCtx *cz;
+	struct frameout fo;
 };
 
 /* Room for a frame's records: what one frame holds, and a joined chunk's growth. */
@@ -65,36 +66,12 @@ struct packer_state {
 
 /* ---- output frames ---- */
 
-static int write_all(struct packer_state *s, const void *buf, size_t n)
-{
-	if (fwrite(buf, 1, n, s->out) != n)
-		return -1;
-	s->bytes_out += n;
-	return 0;
-}
-
 static int flush_frame(struct packer_state *s)
 {
-	struct htr_frame_header h;
-	size_t z;
+	size_t n = s->frame_len;
 
-	if (!s->frame_len)
-		return 0;
-	z = ZSTD_compress2(s->cz, s->zout, s->zout_cap, s->frame, s->frame_len);
-	if (ZSTD_isError(z)) {
-		cli_error("cannot compress a frame: %s", ZSTD_getErrorName(z));
-		return -1;
-	}
-	h.magic = HTR_FRAME_MAGIC;
-	h.compressed_size = (uint32_t)z;
-	h.raw_size = (uint32_t)s->frame_len;
-	h.check = htr_frame_check(&h);
 	s->frame_len = 0;
-	if (write_all(s, &h, sizeof(h)) || write_all(s, s->zout, z)) {
-		cli_error("cannot write the packed dump: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
+	return n ? frameout_frame(&s->fo, s->frame, n) : 0;
 }
 
 /* Room for n more bytes of records in the frame being built (a new frame when full). */
@@ -454,19 +431,15 @@ static int setup(struct packer_state *s)
 	size_t ws = chunkpack_size(CHUNKPACK_MAX_BYTES + CHUNKPACK_MAX_BYTES / 4);
 
 	s->zin_cap = ZSTD_compressBound(HTR_FRAME_RAW_MAX) + 1024;
-	s->zout_cap = ZSTD_compressBound(FRAME_CAP);
 	s->zin = malloc(s->zin_cap);
 	s->raw = malloc(HTR_FRAME_RAW_MAX);
 	s->frame = malloc(FRAME_CAP);
-	s->zout = malloc(s->zout_cap);
 	s->cp_mem = calloc(1, ws);
 	s->dz = ZSTD_createDCtx();
-	s->cz = ZSTD_createCCtx();
-	if (!s->zin || !s->raw || !s->frame || !s->zout || !s->cp_mem || !s->dz || !s->cz)
+	if (!s->zin || !s->raw || !s->frame || !s->cp_mem || !s->dz ||
+	    frameout_init(&s->fo, s->level, HTR_FRAME_RAW_MAX, "the packed dump"))
 		return -ENOMEM;
 	chunkpack_init(&s->cp, s->cp_mem, CHUNKPACK_MAX_BYTES + CHUNKPACK_MAX_BYTES / 4);
-	ZSTD_CCtx_setParameter(s->cz, ZSTD_c_compressionLevel, s->level);
-	ZSTD_CCtx_setParameter(s->cz, ZSTD_c_checksumFlag, 1);
 	return 0;
 }
 
@@ -475,13 +448,12 @@ static void teardown(struct packer_state *s)
 	free(s->zin);
 	free(s->raw);
 	free(s->frame);
-	free(s->zout);
 	free(s->cp_mem);
 	free(s->plain);
 	free(s->chunks);
 	chunkunpack_free(&s->un);
 	ZSTD_freeDCtx(s->dz);
-	ZSTD_freeCCtx(s->cz);
+	frameout_free(&s->fo);
 }
 
 /* Header, then every frame the input gives.  0, 1 (input damaged: packed up to there), -1. */
@@ -510,10 +482,8 @@ static int pack_all(struct packer_state *s)
 		return -1;
 	}
 	s->in_off = h.header_size;
-	if (write_all(s, head, h.header_size)) {
-		cli_error("cannot write the packed dump: %s", strerror(errno));
+	if (frameout_raw(&s->fo, head, h.header_size))
 		return -1;
-	}
 	for (;;) {
 		uint64_t at = s->in_off;
 		ssize_t n = read_frame(s, &why);
@@ -610,7 +580,7 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 		return -1;
 	}
 	/* written next to its name and renamed into place: OUT may be DUMP itself */
-	s.out = fopen(tmp, "wb");
+	s.out = s.fo.out = fopen(tmp, "wb");
 	if (!s.out) {
 		cli_error("cannot create '%s': %s", tmp, strerror(errno));
 		fclose(s.in);
@@ -622,7 +592,7 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 		(void)fchmod(fileno(s.out), st.st_mode & 07777);
 	if (compact) {
 		s.in_off = (uint64_t)st.st_size;
-		ret = compact_dump(s.inpath, s.out, level, &s.frames, &s.bytes_out);
+		ret = compact_dump(s.inpath, s.out, level, &s.frames, &s.fo.bytes);
 	} else {
 		ret = pack_all(&s);
 	}
@@ -639,7 +609,7 @@ int pack_dump(const char *inpath, const char *out, int level, int compact, FILE 
 		unlink(tmp);
 	else if (ret >= 0 && say)
 		fprintf(say, "%s '%s': %llu frames, %s -> %s\n", compact ? "compacted" : "packed", out,
-			(unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.bytes_out));
+			(unsigned long long)s.frames, cli_bytes(s.in_off), cli_bytes(s.fo.bytes));
 	teardown(&s);
 	return ret < 0 ? -1 : 0;
 }

@@ -534,11 +534,12 @@ static int timeline_svg(struct timeline *tl)
 	double step, t;
 	unsigned k;
 	size_t i;
-	int sampled = 0;
+	int sampled = 0, direct;
 	FILE *f;
 
-	/* in place when it is /dev/null or a pipe: no rename over a device */
-	snprintf(tmp, sizeof(tmp), cli_output_direct(tl->svg) ? "%s" : "%s.tmp", tl->svg);
+	/* in place when a rename would replace a device (/dev/null, a pipe) */
+	direct = cli_output_direct(tl->svg);
+	snprintf(tmp, sizeof(tmp), direct ? "%s" : "%s.tmp", tl->svg);
 	f = !strcmp(tl->svg, "-") ? stdout : fopen(tmp, "w");
 	if (!f) {
 		cli_error("cannot write '%s': %s", tl->svg, strerror(errno));
@@ -644,9 +645,9 @@ static int timeline_svg(struct timeline *tl)
 		return 0;
 	}
 	/* a viewer reloading the file never sees half of it */
-	if (fclose(f) != 0 || (strcmp(tmp, tl->svg) && rename(tmp, tl->svg) < 0)) {
+	if (fclose(f) != 0 || (!direct && rename(tmp, tl->svg) < 0)) {
 		cli_error("cannot write '%s': %s", tl->svg, strerror(errno));
-		if (strcmp(tmp, tl->svg))
+		if (!direct)
 			unlink(tmp);
 		return -1;
 	}

@@ -3,12 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "compact.h"
 #include "dump_internal.h"
+#include "frameout.h"
 #include "htr_compact.h"
 #include "htr_format.h"
 
@@ -62,13 +62,10 @@ struct cw_block {
 
 struct cw {
 	struct dump *d;
-	FILE *out;
 	const char *inpath;
-	ZSTD_CCtx *cz;
-	uint8_t *zout;
-	size_t zout_cap;
+	struct frameout fo;
 	struct cbuf frame;
-	uint64_t frame_events, frames, bytes_out;
+	uint64_t frame_events, frames;
 	/* the window */
 	struct run *runs;
 	size_t nruns, capruns;
@@ -98,40 +95,16 @@ struct cw {
 
 /* ---- output ---- */
 
-static int write_all(struct cw *w, const void *p, size_t n)
-{
-	if (fwrite(p, 1, n, w->out) != n) {
-		cli_error("cannot write the compact dump: %s", strerror(errno));
-		return -1;
-	}
-	w->bytes_out += n;
-	return 0;
-}
-
 static int flush_frame(struct cw *w)
 {
-	struct htr_frame_header h;
-	size_t z;
-
 	if (!w->frame.n)
 		return 0;
-	if (w->frame.n > HTR_FRAME_RAW_MAX) {	/* the limits above keep it far below */
-		cli_error("cannot write '%s' compact: a frame of %zu bytes", w->inpath, w->frame.n);
+	if (frameout_frame(&w->fo, w->frame.p, w->frame.n))
 		return -1;
-	}
-	z = ZSTD_compress2(w->cz, w->zout, w->zout_cap, w->frame.p, w->frame.n);
-	if (ZSTD_isError(z)) {
-		cli_error("cannot compress a frame: %s", ZSTD_getErrorName(z));
-		return -1;
-	}
-	h.magic = HTR_FRAME_MAGIC;
-	h.compressed_size = (uint32_t)z;
-	h.raw_size = (uint32_t)w->frame.n;
-	h.check = htr_frame_check(&h);
 	w->frame.n = 0;
 	w->frame_events = 0;
 	w->frames++;
-	return write_all(w, &h, sizeof(h)) || write_all(w, w->zout, z) ? -1 : 0;
+	return 0;
 }
 
 /* A record is about to be added (n bytes at most): a new frame when this one is full. */
@@ -778,12 +751,10 @@ static void cw_free(struct cw *w)
 	free(w->stack_done);
 	free(w->late);
 	free(w->blk);
-	free(w->zout);
 	hmap_release(&w->hm);
 	csynth_free(&w->syn);
 	clists_free(&w->l);
-	if (w->cz)
-		ZSTD_freeCCtx(w->cz);
+	frameout_free(&w->fo);
 	if (w->d)
 		dump_close(w->d);
 }
@@ -797,7 +768,6 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 	int ret = 0, r;
 
 	memset(&w, 0, sizeof(w));
-	w.out = out;
 	w.inpath = inpath;
 	in = fopen(inpath, "rb");
 	if (!in || fread(&h, 1, sizeof(h), in) != sizeof(h)) {
@@ -810,16 +780,12 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 	w.d = cli_open_dump(inpath);
 	if (!w.d)
 		return -1;
-	w.zout_cap = ZSTD_compressBound(HTR_FRAME_RAW_MAX);
-	w.zout = malloc(w.zout_cap);
-	w.cz = ZSTD_createCCtx();
-	if (!w.zout || !w.cz ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(w.cz, ZSTD_c_compressionLevel, level)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(w.cz, ZSTD_c_checksumFlag, 1)))
+	if (frameout_init(&w.fo, level, HTR_FRAME_RAW_MAX, "the compact dump"))
 		goto nomem;
+	w.fo.out = out;
 	/* the header as it was (writer's pid, start time); the header_size ours */
 	h.header_size = sizeof(h);
-	if (write_all(&w, &h, sizeof(h)))
+	if (frameout_raw(&w.fo, &h, sizeof(h)))
 		goto fail;
 	if (put_process(&w))
 		goto nomem;
@@ -840,7 +806,7 @@ int compact_dump(const char *inpath, FILE *out, int level, uint64_t *frames, uin
 		ret = 1;
 	}
 	*frames = w.frames;
-	*bytes_out = w.bytes_out;
+	*bytes_out = w.fo.bytes;
 	cw_free(&w);
 	return ret;
 nomem:

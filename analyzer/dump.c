@@ -739,8 +739,10 @@ static int compact_end(struct dump *d)
 	size_t i;
 	int ret = 0;
 
-	if (!d->compact || compact_carried_out(d->compact, &d->cout) < 0)
-		return d->compact ? -ENOMEM : 0;
+	if (!d->compact)
+		return 0;
+	if (compact_carried_out(d->compact, &d->cout) < 0)
+		return -ENOMEM;
 	if (!d->cout.nch)
 		return 0;
 	f = frame_get(d, d->cout.buf.n);
